@@ -1,0 +1,34 @@
+# Two commands on a fresh machine: `make run` (the main job) and `make test` (the suite).
+# Both create or update the virtual environment they need; re-running them is cheap.
+PYTHON     ?= python3
+VENV       ?= .venv
+# A CPU build of torch on machines without a GPU; override, e.g. TORCH_SPEC='torch==2.13.0'
+# with PIP_INDEX_URL pointing at a CUDA wheel index, for GPU machines.
+TORCH_SPEC ?= torch==2.13.0
+PY         := $(VENV)/bin/python
+STAMP      := $(VENV)/.selfplay-installed
+
+.PHONY: venv run test test-fast bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $@
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/selfplay verify --problems examples/problems.jsonl --samples examples/samples.jsonl --out out/verdicts.jsonl
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+bench: $(STAMP)
+	$(PY) benchmarks/executor_throughput.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,1 @@
+"""Prefect flows: the self-play loop, goalpost mining, evaluation, toy-model bootstrap."""

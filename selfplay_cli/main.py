@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Subcommand modules of this package; each defines register(subparsers).
+COMMANDS = ["verify", "convert"]
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="selfplay",
+        description="Guided asymmetric self-play for code LLMs: verify, evaluate, train.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"selfplay_cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from selfplay_core.problems import InputError
+    from selfplay_core.sandbox.backends import SandboxUnavailable
+
+    try:
+        return int(args.func(args) or 0)
+    except (CLIError, InputError, SandboxUnavailable) as e:
+        print(f"selfplay {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"selfplay {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Benchmark and task loaders that return the project's `Problem` records."""

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SandboxConfig(BaseModel):
+    """Executor settings. Frozen; unknown keys are an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["local", "docker"] = "local"
+    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1, le=512)
+    # auto: bubblewrap when it works, else none (with a loud warning).
+    isolation: Literal["auto", "bwrap", "none"] = "auto"
+    # Refuse to start rather than run untrusted code without namespaces.
+    require_isolation: bool = False
+    # Children run as uid_base + worker index (when the worker may switch uid), so each
+    # worker's jobs have their own RLIMIT_NPROC budget and can be swept as a group.
+    uid_base: int = Field(default=61000, ge=1000)
+    memory_limit_mb: int | None = Field(default=None, ge=64,
+                                        description="override every problem's memory limit")
+    output_limit_mb: int = Field(default=16, ge=1)
+    # Hard cap on one sample's total wall time, whatever its per-test limits add up to.
+    max_sample_time_s: float = Field(default=60.0, gt=0)
+    docker_image: str = "selfplay-executor:latest"
+    docker_memory_mb: int = Field(default=2048, ge=128)
+    docker_pids_limit: int = Field(default=64, ge=8)
+    # Comparison tolerances for stdout tests.
+    stdout_abs_tol: float = 1e-6
+    stdout_rel_tol: float = 1e-6

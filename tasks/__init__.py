@@ -1,0 +1,1 @@
+"""Thin Prefect task wrappers around selfplay_core (retries, timeouts, caching)."""
