@@ -1,0 +1,1 @@
+"""Generation backends behind one interface (`base.Engine`): hf (CPU default), vllm (GPU)."""
