@@ -48,6 +48,8 @@ class TestCase:
     """One test. `args` for call tests, `stdin` for stdin tests; `expected` may be unknown
     (None with `has_expected=False`) until a reference program has produced it."""
 
+    __test__ = False  # not a pytest test class
+
     args: list | None = None
     stdin: str | None = None
     expected: Any = None

@@ -26,6 +26,7 @@ sys.set_int_max_str_digits(0)
 
 _ERROR_VERDICT = {
     "__timeout__": Verdict.timeout,
+    "__output_limit__": Verdict.output_limit,
     "MemoryError": Verdict.memory_limit,
     "UnserializableResult": Verdict.wrong_answer,
 }
@@ -91,8 +92,9 @@ class _Tracker:
         t = float(t) if type(t) in (int, float) and math.isfinite(t) and t >= 0 else 0.0
         if "e" in rec:
             v = _ERROR_VERDICT.get(rec.get("e"), Verdict.runtime_error)
-            detail = ("time limit exceeded" if v is Verdict.timeout
-                      else f"{rec.get('e')}: {rec.get('m', '')}"[:300])
+            detail = {Verdict.timeout: "time limit exceeded",
+                      Verdict.output_limit: "output limit exceeded"}.get(
+                          v, f"{rec.get('e')}: {rec.get('m', '')}"[:300])
             self.results[i] = TestResult(v, t, detail)
             return not self.early_exit
         test = self.problem.tests[i]

@@ -215,6 +215,9 @@ def _confine(job, scratch, out_fd, in_path):
     if _UID is not None:
         # Counted per uid, so only meaningful once we run as a uid of our own.
         resource.setrlimit(resource.RLIMIT_NPROC, (16, 16))
+    # CPython ignores SIGXFSZ; restore the default so exceeding the output cap ends the run.
+    import signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     os.environ.clear()
     os.environ.update({"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch,
                        "LANG": "C.UTF-8"})
@@ -241,7 +244,12 @@ def _compile(code, fd):
 
 
 def _err_record(i, e, t):
-    name = "__timeout__" if isinstance(e, _TestTimeout) else type(e).__name__
+    if isinstance(e, _TestTimeout):
+        name = "__timeout__"
+    elif isinstance(e, OSError) and e.errno == 27:  # EFBIG: RLIMIT_FSIZE hit by a write
+        name = "__output_limit__"
+    else:
+        name = type(e).__name__
     try:
         msg = str(e)[:300]
     except BaseException:
