@@ -106,7 +106,9 @@ class DockerLauncher:
             network_mode="none",
             ipc_mode="none",
             read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={tmp_mb}m,mode=1777"},
+            tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={tmp_mb}m,mode=1777",
+                   # Docker mounts a world-writable mqueue fs here; cover it read-only.
+                   "/dev/mqueue": "ro,nosuid,nodev,noexec,size=4k,mode=0555"},
             mem_limit=mem,
             memswap_limit=mem,
             pids_limit=cfg.docker_pids_limit,
