@@ -371,6 +371,31 @@ def _make_scratch(job_id):
     return path
 
 
+def _wipe_tmp():
+    """Docker backend: children share our uid there and can write anywhere in /tmp (the only
+    writable place). Remove everything a job left, including entries it made unreadable, so
+    nothing carries over to the next sample. If that fails, exit: the backend starts a fresh
+    container."""
+    import stat
+    try:
+        stack = [os.path.join("/tmp", n) for n in os.listdir("/tmp")]
+        dirs = []
+        while stack:
+            p = stack.pop()
+            st = os.lstat(p)
+            if stat.S_ISDIR(st.st_mode):
+                os.chmod(p, 0o700)
+                dirs.append(p)
+                stack.extend(os.path.join(p, n) for n in os.listdir(p))
+            else:
+                os.unlink(p)
+        for p in reversed(dirs):
+            os.rmdir(p)
+        os.makedirs(_SCRATCH_ROOT, mode=0o755)
+    except OSError:
+        os._exit(3)
+
+
 def _sweep(child_pid):
     """Kill everything the job left behind (setsid'd daemons included), then reap."""
     import signal
@@ -618,6 +643,14 @@ def main(argv):
         _, st = os.waitpid(pid, 0)
         if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0:
             _UID = uid
+    if _ISOLATION == "docker":
+        # The container runs as one unprivileged uid, shared by our children, so shield the
+        # worker from them: as pid 1 the kernel drops every signal we have no handler for
+        # (CPython's SIGINT handler is the only one), and a non-dumpable process can be neither
+        # ptraced nor have its /proc files (memory, fds: our stdout) opened by same-uid code.
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     os.makedirs(_SCRATCH_ROOT, mode=0o755, exist_ok=True)
     _send("READY " + json.dumps({"pid": os.getpid(), "uid": _UID, "isolation": _ISOLATION,
                                  "python": sys.version.split()[0]}))
@@ -633,6 +666,8 @@ def main(argv):
             except Exception as e:  # a bug here must not take the worker down silently
                 _send("E %d %s" % (job.get("id", -1), json.dumps(
                     {"status": "harness", "note": "%s: %s" % (type(e).__name__, e)})))
+            if _ISOLATION == "docker":
+                _wipe_tmp()
 
 
 if __name__ == "__main__":
