@@ -164,7 +164,7 @@ class LocalLauncher:
     """Workers on this machine: inside bubblewrap when possible, else bare (loudly)."""
 
     def __init__(self, isolation: str = "auto", require_isolation: bool = False,
-                 uid_base: int = 61000):
+                 uid_base: int | None = None):
         problem = bwrap_problem() if isolation in ("auto", "bwrap") else "isolation is set to none"
         if problem is None:
             self.isolation = "bwrap"
@@ -181,7 +181,8 @@ class LocalLauncher:
                    "sandbox.require_isolation: true to refuse to run like this.")
             log.warning(msg)
             print(msg, file=sys.stderr)
-        self.uid_base = uid_base
+        # A block of 512 uids per executor (workers <= 512), far above regular users' uids.
+        self.uid_base = uid_base if uid_base is not None else 100000 + (os.getpid() % 4096) * 512
 
     def argv(self, index: int) -> list[str]:
         exe, prefix = _python()

@@ -18,8 +18,10 @@ class SandboxConfig(BaseModel):
     # Refuse to start rather than run untrusted code without namespaces.
     require_isolation: bool = False
     # Children run as uid_base + worker index (when the worker may switch uid), so each
-    # worker's jobs have their own RLIMIT_NPROC budget and can be swept as a group.
-    uid_base: int = Field(default=61000, ge=1000)
+    # worker's jobs have their own RLIMIT_NPROC budget and can be swept as a group. Default:
+    # a block derived from the process id, so two executors on one machine (a run and an
+    # evaluation, say) never share uids.
+    uid_base: int | None = Field(default=None, ge=1000)
     memory_limit_mb: int | None = Field(default=None, ge=64,
                                         description="override every problem's memory limit")
     output_limit_mb: int = Field(default=16, ge=1)

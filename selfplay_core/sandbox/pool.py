@@ -79,10 +79,19 @@ class _Slot:
     def __init__(self, index: int, proc: WorkerProcess):
         self.index = index
         self.proc = proc
-        self.buf = b""
+        self.buf: list[bytes] = []  # a partial line, as chunks (joined once it completes)
         self.job_id: int | None = None
         self.started = 0.0
         self.abort_sent = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Complete lines in `chunk` (plus what was pending); linear in the data size."""
+        self.buf.append(chunk)
+        if b"\n" not in chunk:
+            return []
+        *lines, rest = b"".join(self.buf).split(b"\n")
+        self.buf = [rest] if rest else []
+        return lines
 
 
 class WorkerPool:
@@ -107,7 +116,7 @@ class WorkerPool:
     def _respawn(self, slot: _Slot) -> None:
         slot.proc.kill()
         slot.proc = self._spawn(slot.index)
-        slot.buf = b""
+        slot.buf = []
         slot.job_id = None
         slot.abort_sent = False
 
@@ -172,9 +181,7 @@ class WorkerPool:
                         self._worker_lost(slot, sel, finish, "sandbox worker exited unexpectedly")
                         dispatch(slot)
                         continue
-                    slot.buf += chunk
-                    *lines, slot.buf = slot.buf.split(b"\n")
-                    for line in lines:
+                    for line in slot.feed(chunk):
                         self._handle_line(slot, line, jobs, by_id, outcomes, finish)
                     if slot.job_id is None:
                         dispatch(slot)

@@ -494,16 +494,19 @@ def _run_child(job, scratch, mode, test_index, in_path, deadline_at, relay):
     limit = float(job["time_limit"])
     stall = limit * 1.5 + 0.5
     cap = int(job["output_mb"]) << 20
-    buf = b""
+    buf, pending = [], 0  # the current partial line, as chunks, and its length
     status, last = None, time.monotonic()
     job_id = job["id"]
+    exited = None  # the child's wait status, once reaped
     while True:
         now = time.monotonic()
         wait = min(deadline_at, last + stall) - now
         if wait <= 0:
             status = "timeout"
             break
-        ready, _, _ = select.select([r, 0], [], [], wait)
+        # Poll the child's exit too: a process it left behind can hold the pipe open, so EOF
+        # alone would only come at the stall deadline.
+        ready, _, _ = select.select([r, 0], [], [], min(wait, 0.05) if exited is None else 0)
         if 0 in ready and _poll_abort(job_id, 0.0):
             status = "aborted"
             break
@@ -514,37 +517,75 @@ def _run_child(job, scratch, mode, test_index, in_path, deadline_at, relay):
                 chunk = b""
             if not chunk:
                 break
-            buf += chunk
             last = time.monotonic()
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                if line:
-                    relay(line)
-            if len(buf) > cap:
+            # Keep a partial line as a list of chunks: re-scanning one growing buffer would be
+            # quadratic in the size of a large result.
+            if b"\n" in chunk:
+                buf.append(chunk)
+                *lines, rest = b"".join(buf).split(b"\n")
+                buf, pending = [rest], len(rest)
+                for line in lines:
+                    if line:
+                        relay(line)
+            else:
+                buf.append(chunk)
+                pending += len(chunk)
+            if pending > cap:
                 status = "output_limit"
                 break
+        elif exited is not None:
+            break  # the child is gone and its pipe is drained
+        if exited is None:
+            p, st = os.waitpid(pid, os.WNOHANG)
+            if p:
+                exited = st
     os.close(r)
     sig = code = None
     if status is None:
-        # EOF: the child closed its pipe; collect its exit status (bounded wait).
+        # The child ended; collect its exit status (bounded wait if only EOF was seen).
         end = time.monotonic() + max(0.0, min(deadline_at, last + stall) - time.monotonic())
-        while True:
+        while exited is None:
             p, st = os.waitpid(pid, os.WNOHANG)
             if p:
-                if os.WIFSIGNALED(st):
-                    sig = os.WTERMSIG(st)
-                    status = {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit"}.get(
-                        sig, "signal")
-                else:
-                    code = os.WEXITSTATUS(st)
-                    status = "exited"
-                break
-            if time.monotonic() > end:
+                exited = st
+            elif time.monotonic() > end:
                 status = "timeout"
                 break
-            time.sleep(0.0005)
+            else:
+                time.sleep(0.0005)
+        if exited is not None:
+            if os.WIFSIGNALED(exited):
+                sig = os.WTERMSIG(exited)
+                status = {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit"}.get(
+                    sig, "signal")
+            else:
+                code = os.WEXITSTATUS(exited)
+                status = "exited"
     _sweep(pid)
     return status, sig, code
+
+
+def _read_output(path, limit):
+    """Read the program's stdout file without trusting it: the program may have replaced it
+    with a FIFO (a blocking read would hang the worker), a symlink, or a directory."""
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        chunks, n = [], 0
+        while n < limit:
+            chunk = os.read(fd, min(1 << 20, limit - n))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _run_job(job):
@@ -585,12 +626,7 @@ def _run_job(job):
                         relay(line)
                     end.update(status=st, signal=sig, code=code, test=i)
                     break
-                out_path = os.path.join(scratch, "stdout")
-                try:
-                    with open(out_path, "rb") as f:
-                        data = f.read(cap + 1)
-                except OSError:
-                    data = b""
+                data = _read_output(os.path.join(scratch, "stdout"), cap + 1)
                 if len(data) > cap:
                     end.update(status="output_limit", test=i)
                     break

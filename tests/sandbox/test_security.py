@@ -34,10 +34,12 @@ def secret_problem(secret):
                    tests=[TestCase(args=[0], expected=secret)])
 
 
-def sandbox_pids():
-    """Processes on the host that run as a sandbox uid (61000-61999)."""
+def sandbox_pids(ex):
+    """Processes on the host that run as one of this executor's sandbox uids."""
+    base = ex.launcher.uid_base
     out = subprocess.run(["ps", "-eo", "pid=,uid="], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if 61000 <= int(line.split()[1]) < 62000]
+    return [line.split()[0] for line in out.splitlines()
+            if base <= int(line.split()[1]) < base + ex.config.workers]
 
 
 def run(ex, problem, code):
@@ -50,7 +52,7 @@ def contained(ex, problem, code, allowed):
     assert v.verdict in allowed, v.to_json()
     good = run(ex, double_problem(), GOOD)
     assert good.passed, good.to_json()
-    assert sandbox_pids() == [], "a sandboxed process outlived its job"
+    assert sandbox_pids(ex) == [], "a sandboxed process outlived its job"
     return v
 
 
@@ -334,4 +336,14 @@ def test_no_background_process_survives_its_job(ex1):
             "            time.sleep(60)\n"
             "        os._exit(0)\n"
             "    return 2 * x\n")
+    t0 = time.monotonic()
     contained(ex1, double_problem(), code, {Verdict.passed})  # contained() checks the host
+    assert time.monotonic() - t0 < 1.5  # the daemon holding the result pipe does not stall us
+
+
+def test_stdout_file_swapped_for_a_fifo_cannot_hang_the_worker(ex1):
+    p = Problem(id="fifo", kind="stdin", time_limit_s=1.0, tests=[TestCase(stdin="", expected="1")])
+    code = "import os\nprint(1)\nos.remove('stdout')\nos.mkfifo('stdout')\n"
+    t0 = time.monotonic()
+    contained(ex1, p, code, {Verdict.wrong_answer})
+    assert time.monotonic() - t0 < 3
