@@ -1,0 +1,52 @@
+import math
+
+import pytest
+
+from selfplay_core.rl import advantages as A
+
+
+TRR = [
+    # rewards, kinds, roles, expected advantages
+    ([1, 0, 1, 0], ["ded"] * 4, ["solve"] * 4, [1, -1, 1, -1]),
+    ([1, 0, 0.8, 0.2], ["ded", "ded", "ded", "ded"], ["solve", "solve", "propose", "propose"], [1, -1, 1, -1]),
+    ([1, 1, 0.5], ["a", "a", "b"], ["s", "s", "s"], [0, 0, 0]),          # constant groups: no signal
+    ([3, 1, 2], ["a", "a", "a"], ["s", "s", "s"], [1.2247, -1.2247, 0.0]),
+]
+
+
+@pytest.mark.parametrize("r,k,roles,exp", TRR)
+def test_task_relative_reinforce_pp(r, k, roles, exp):
+    assert A.task_relative_reinforce_pp(r, k, roles) == pytest.approx(exp, abs=1e-3)
+
+
+def test_trr_groups_do_not_share_baselines():
+    # Teacher rewards around -0.5..1 and student rewards 0/1 are normalized separately.
+    adv = A.task_relative_reinforce_pp([1, 0, -0.5, 1.0], ["x"] * 4, ["student", "student", "teacher", "teacher"])
+    assert adv == pytest.approx([1, -1, -1, 1], abs=1e-4)
+
+
+GRPO = [
+    ([1, 0, 0, 0], [0, 0, 0, 0], [1.7320, -0.5773, -0.5773, -0.5773]),
+    ([1, 0, 1, 1], ["p", "p", "q", "q"], [1, -1, 0, 0]),
+]
+
+
+@pytest.mark.parametrize("r,g,exp", GRPO)
+def test_grpo(r, g, exp):
+    assert A.grpo(r, g) == pytest.approx(exp, abs=1e-3)
+
+
+def test_dr_grpo_only_subtracts_the_mean():
+    assert A.dr_grpo([1, 0, 0, 0], [0] * 4) == pytest.approx([0.75, -0.25, -0.25, -0.25])
+    assert A.dr_grpo([2, 2], ["a", "a"]) == [0, 0]
+
+
+def test_reinforce_half():
+    assert A.reinforce_half([True, True, False, True], [0.2, 0.5, 0.2, 0.75]) == [1, 1, 0, 0]
+
+
+def test_length_mismatch_is_an_error():
+    with pytest.raises(ValueError):
+        A.grpo([1, 2], [0])
+    with pytest.raises(ValueError):
+        A.reinforce_half([True], [0.1, 0.2])
