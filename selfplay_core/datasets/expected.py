@@ -13,7 +13,7 @@ from typing import Callable
 from selfplay_core.problems import InputError, Problem, TestCase
 from selfplay_core.sandbox.worker import Opaque, _plain, from_json_obj
 
-CACHE_FORMAT = "2"  # bump when limits or encoding change what a run produces
+CACHE_FORMAT = "3"  # bump when limits or encoding change what a run produces
 
 
 def _has_opaque(v) -> bool:

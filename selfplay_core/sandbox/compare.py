@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from selfplay_core.sandbox.worker import Digest
+
 _NUM = (int, float)
 
 
@@ -24,6 +26,8 @@ def _is_num(x: Any) -> bool:
 
 
 def values_match(out: Any, exp: Any, atol: float = 0.0, rtol: float = 1e-7) -> bool:
+    if type(exp) is Digest or type(out) is Digest:
+        return type(exp) is Digest and out == exp  # huge outputs: exact, by hash
     if _is_num(exp) and _is_num(out) and (type(exp) is float or type(out) is float):
         if math.isnan(exp) or math.isnan(out):
             return math.isnan(exp) and math.isnan(out)

@@ -230,10 +230,18 @@ class Executor:
             verdicts.append(SampleVerdict(p.id, s.sample_id, v, tests, o.wall, detail))
         return verdicts
 
-    def run(self, items: Sequence[tuple[Problem, str]]) -> list[RunResult]:
-        """Run reference programs on each problem's inputs and return their raw outputs."""
+    def run(self, items: Sequence[tuple[Problem, str]], *, rotate: int | None = None) -> list[RunResult]:
+        """Run reference programs on each problem's inputs and return their raw outputs.
+
+        `rotate=r` pins item j to worker (j + r) mod workers. Two calls with different `r` run
+        every program in two different worker processes, i.e. under two different hash seeds
+        (workers start with random seeds), which is what a determinism check needs.
+        """
         trackers = [self._tracker(p, True, False) for p, _ in items]
         jobs = [self._job(p, code, t) for (p, code), t in zip(items, trackers)]
+        if rotate is not None:
+            for j, job in enumerate(jobs):
+                job.worker = j + rotate
         with self._lock:
             outcomes = self.pool.run(jobs)
         results = []

@@ -13,7 +13,8 @@ import os
 import selectors
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from collections import deque
+from typing import Callable, Sequence
 
 from selfplay_core.sandbox import worker as _worker_mod
 from selfplay_core.sandbox.backends import Launcher, WorkerProcess
@@ -43,6 +44,7 @@ class Job:
     output_mb: int
     deadline: float
     on_record: Callable[[dict], bool] | None = None
+    worker: int | None = None  # run on this worker slot (mod pool size); None: any
 
 
 @dataclass
@@ -130,13 +132,21 @@ class WorkerPool:
             ) -> list[JobOutcome]:
         self.start()
         outcomes = [JobOutcome() for _ in jobs]
-        pending: Iterable[int] = iter(range(len(jobs)))
+        # Pinned jobs wait for their slot; the rest go to whichever slot frees up first.
+        shared: deque[int] = deque()
+        pinned: list[deque[int]] = [deque() for _ in self._slots]
+        for i, job in enumerate(jobs):
+            (shared if job.worker is None else pinned[job.worker % len(self._slots)]).append(i)
         by_id: dict[int, int] = {}
         sel = selectors.DefaultSelector()
 
         def dispatch(slot: _Slot) -> bool:
-            idx = next(pending, None)
-            if idx is None:
+            own = pinned[slot.index]
+            if own:
+                idx = own.popleft()
+            elif shared:
+                idx = shared.popleft()
+            else:
                 return False
             self._next_id += 1
             jid = self._next_id

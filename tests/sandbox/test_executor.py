@@ -190,3 +190,36 @@ def test_running_without_isolation_warns_loudly(capfd):
 def test_isolation_is_on_by_default_here(ex):
     # CI installs bubblewrap; if this fails the machine silently lost its sandbox.
     assert ex.isolation == "bwrap", backends.bwrap_problem()
+
+
+def test_rotated_runs_use_different_hash_seeds(ex):
+    # Set iteration order of strings depends on the interpreter's hash seed: a program that
+    # leaks it is non-deterministic, and two rotated runs must be able to see that.
+    p = Problem(id="h", kind="call", entry_point="f",
+                tests=[TestCase(args=[i], has_expected=False) for i in range(4)])
+    code = "def f(x):\n    return list({'alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta'})\n"
+    differs = False
+    for _ in range(5):
+        a = ex.run([(p, code)] * 4, rotate=0)
+        b = ex.run([(p, code)] * 4, rotate=1)
+        differs |= any(x.outputs != y.outputs for x, y in zip(a, b))
+        if differs:
+            break
+    assert differs
+    same = ex.run([(p, code)] * 4, rotate=0)
+    assert [r.outputs for r in same] == [r.outputs for r in ex.run([(p, code)] * 4, rotate=0)]
+
+
+def test_huge_outputs_travel_as_digests_and_still_compare_exactly(ex):
+    # 300k elements: shipped as a hash of a canonical byte form, compared exactly.
+    p = Problem(id="big", kind="call", entry_point="f", time_limit_s=10.0,
+                tests=[TestCase(args=[300000], has_expected=False)])
+    ref = ex.run([(p, "def f(n):\n    return [(i, str(i)) for i in range(n)]\n")])[0]
+    assert ref.ok and type(ref.outputs[0]).__name__ == "Digest"
+    exp = Problem(id="big", kind="call", entry_point="f", time_limit_s=10.0,
+                  tests=[TestCase(args=[300000], expected=ref.outputs[0])])
+    same = "def f(n):\n    out = []\n    for i in range(n):\n        out.append((i, '%d' % i))\n    return out\n"
+    off = "def f(n):\n    return [(i, str(i)) for i in range(n)][:-1] + [(n - 1, 'x')]\n"
+    small = "def f(n):\n    return [1, 2, 3]\n"
+    vs = ex.verify([(exp, Sample("big", k, c)) for k, c in enumerate((same, off, small))])
+    assert [v.verdict for v in vs] == [Verdict.passed, Verdict.wrong_answer, Verdict.wrong_answer]

@@ -322,8 +322,12 @@ def test_gigabytes_of_output(ex1):
     assert v.verdict is Verdict.output_limit
 
 
-def test_huge_return_value_hits_the_output_cap(ex1):
+def test_huge_return_values_cannot_flood_the_parent(ex1):
+    # Huge outputs travel as a digest (and fail here); one that hides its size from the
+    # estimate (small first element) hits the output cap.
     code = "def f(x):\n    return 'z' * (64 << 20)\n"
+    contained(ex1, double_problem(memory_limit_mb=1024), code, {Verdict.wrong_answer})
+    code = "def f(x):\n    return [''] + ['x' * 1000000] * 50\n"
     contained(ex1, double_problem(memory_limit_mb=1024), code, {Verdict.output_limit})
 
 

@@ -67,3 +67,12 @@ def test_forged_tags_decode_or_fail_cleanly(text):
         decode_value(text)
     except (ValueError, TypeError):
         pass
+
+
+def test_digest_round_trips_and_compares_by_hash():
+    from selfplay_core.sandbox.worker import Digest, _digest
+
+    assert decode_value(encode_value(Digest("list/3:abc"))) == Digest("list/3:abc")
+    assert Digest("a") != Digest("b") and Digest("a") != "a"
+    assert _digest({"b", "a"}) == _digest({"a", "b"})          # order-free for sets
+    assert _digest([1, 2]) != _digest((1, 2)) != _digest([2, 1])  # type and order matter
