@@ -1,0 +1,226 @@
+"""Run configuration: frozen pydantic models loaded from YAML, with `--set key=value`
+overrides, validated once before anything starts. Errors name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from selfplay_core.rl.learner import LearnerConfig
+from selfplay_core.sandbox.config import SandboxConfig
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message names the file and key."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelConfig(_Frozen):
+    # "toy": the bootstrapped toy model (trained on first use and cached); else an HF hub id
+    # or a local save_pretrained folder.
+    path: str = "toy"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    torch_threads: int | None = Field(1, ge=1)   # 1 was fastest on a busy 2-core box
+
+
+class EngineConfig(_Frozen):
+    backend: Literal["hf", "vllm"] = "hf"
+    batch_size: int = Field(64, ge=1)
+    vllm_url: str | None = None
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens_student: int = Field(96, ge=1)
+    max_new_tokens_teacher: int = Field(192, ge=1)
+
+    @model_validator(mode="after")
+    def _vllm_needs_url(self):
+        if self.backend == "vllm" and not self.vllm_url:
+            raise ValueError("engine.vllm_url is required when engine.backend is 'vllm' "
+                             "(start one with `selfplay vllm-serve`)")
+        return self
+
+
+class WorldConfig(_Frozen):
+    name: Literal["toy", "lcb"] = "toy"
+    seed: int = 0
+    data: str | None = None                  # LCB JSONL (default: ../shared/data)
+    goalpost_k: int = Field(64, ge=1)        # mined goalposts have pass@k = 0 for the base model
+    max_goalposts: int | None = Field(None, ge=1)
+
+
+class TeacherConfig(_Frozen):
+    goalposts_per_iteration: int = Field(8, ge=1)
+    proposals_per_anchor: int = Field(2, ge=1)
+    axes: tuple[Literal["f", "io"], ...] = ("f", "io")
+    lemma_band: tuple[float, float] = (0.3, 0.7)
+    lift_band: tuple[float, float] = (0.1, 0.5)
+    out_of_band: float = -0.5
+    format_penalty: float = -1.0             # unparseable proposal
+    invalid_penalty: float = -0.5            # parsed but rejected by validation
+    rejection_sampling: bool = True          # near-duplicate gate against the buffers
+    similarity_threshold: float = Field(0.95, gt=0, le=1)
+    # Ablations: None = lemma -> lift; "medium"/"hard" = one step straight from the goalpost
+    # with the lemma / lift band.
+    one_step: Literal["medium", "hard"] | None = None
+    min_inputs: int = Field(4, ge=1)
+    max_inputs: int = Field(10, ge=1)
+    require_distinct_outputs: int = Field(2, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self):
+        for name in ("lemma_band", "lift_band"):
+            lo, hi = getattr(self, name)
+            if not 0.0 <= lo <= hi <= 1.0:
+                raise ValueError(f"teacher.{name} must satisfy 0 <= low <= high <= 1, got {(lo, hi)}")
+        if not self.axes:
+            raise ValueError("teacher.axes must name at least one axis (f, io)")
+        if self.min_inputs > self.max_inputs:
+            raise ValueError("teacher.min_inputs must be <= teacher.max_inputs")
+        return self
+
+
+class StudentConfig(_Frozen):
+    samples_per_task: int = Field(8, ge=1)   # n samples estimate p and are the training rollouts
+    real_tasks_per_iteration: int = Field(0, ge=0)  # RLVR, and the GASP + real-data mix
+    batch_size: int = Field(128, ge=1)       # student rollouts per update, at most
+
+    @model_validator(mode="after")
+    def _divisible(self):
+        if self.batch_size % self.samples_per_task:
+            raise ValueError(f"student.batch_size ({self.batch_size}) must be divisible by "
+                             f"student.samples_per_task ({self.samples_per_task}): each task's "
+                             "samples form one advantage group")
+        return self
+
+
+class AZRConfig(_Frozen):
+    references: int = Field(6, ge=0)         # K reference triplets from the buffer per prompt
+    proposals_per_iteration: int = Field(16, ge=1)
+    extreme_reward: float = -0.5             # learnability at p in {0, 1} (AZR paper: 0)
+
+
+class EvalConfig(_Frozen):
+    every: int = Field(1, ge=1)              # iterations between held-out evaluations
+    n: int = Field(8, ge=1)
+    ks: tuple[int, ...] = (1, 8)
+    max_problems: int | None = Field(None, ge=1)
+    goalpost_every: int = Field(2, ge=1)
+    goalpost_k: int = Field(16, ge=1)        # k = 100 on GPU (paper); smaller on the toy default
+
+    @model_validator(mode="after")
+    def _ks(self):
+        if any(k < 1 or k > self.n for k in self.ks):
+            raise ValueError(f"eval.ks must lie in [1, eval.n={self.n}], got {list(self.ks)}")
+        return self
+
+
+class TrackingConfig(_Frozen):
+    mlflow_uri: str | None = None            # None: local SQLite store under out_dir/mlruns
+    experiment: str = "selfplay"
+    run_name: str | None = None
+    artifact_store: str | None = None        # None: out_dir/artifacts; or s3://bucket/prefix
+    log_samples: int = Field(32, ge=0)       # rows per sample table per iteration
+
+
+class RunConfig(_Frozen):
+    method: Literal["gasp", "azr", "rlvr", "gasp+rlvr"] = "gasp"
+    seed: int = 0
+    iterations: int = Field(6, ge=1)
+    out_dir: str = "runs"
+    advantage: Literal["trr++", "grpo", "dr_grpo"] = "trr++"
+    model: ModelConfig = ModelConfig()
+    engine: EngineConfig = EngineConfig()
+    world: WorldConfig = WorldConfig()
+    teacher: TeacherConfig = TeacherConfig()
+    student: StudentConfig = StudentConfig()
+    azr: AZRConfig = AZRConfig()
+    learner: LearnerConfig = LearnerConfig(lr=2e-4, micro_batch_size=32, max_grad_norm=1.0)
+    eval: EvalConfig = EvalConfig()
+    sandbox: SandboxConfig = SandboxConfig()
+    tracking: TrackingConfig = TrackingConfig()
+
+    @model_validator(mode="after")
+    def _combinations(self):
+        if self.method == "rlvr" and self.student.real_tasks_per_iteration == 0:
+            raise ValueError("method rlvr trains on real tasks only: set "
+                             "student.real_tasks_per_iteration > 0")
+        if self.method == "gasp+rlvr" and self.student.real_tasks_per_iteration == 0:
+            raise ValueError("method gasp+rlvr mixes real tasks in: set "
+                             "student.real_tasks_per_iteration > 0")
+        if self.engine.backend == "vllm" and self.model.path == "toy":
+            raise ValueError("engine.backend vllm serves a real model: set model.path")
+        return self
+
+
+# ----------------------------------------------------------------------------------------------
+
+def _set_path(d: dict, dotted: str, value: Any, where: str) -> None:
+    keys = dotted.split(".")
+    cur = d
+    for k in keys[:-1]:
+        nxt = cur.setdefault(k, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"{where}: cannot set {dotted!r}: {k!r} is not a section")
+        cur = nxt
+    cur[keys[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value (e.g. learner.lr=1e-5)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"--set {text!r}: empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def _format(e: ValidationError, where: str) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-after"))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] not in ("value_error",) and "input" in err:
+            msg = f"{msg} (got {err['input']!r})"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return f"{where}: " + "; ".join(parts)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
+    """YAML file (or the defaults) + `key=value` overrides -> a validated RunConfig."""
+    data: dict = {}
+    where = "config"
+    if path is not None:
+        where = f"config {path}"
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"{where}: file not found")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{where}: not valid YAML ({e})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: the top level must be a mapping of keys")
+    for item in overrides:
+        key, value = parse_override(item)
+        _set_path(data, key, value, where)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format(e, where)) from None
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,67 @@
+"""Run configs: defaults validate, overrides apply, and every bad config is one clear error."""
+
+import pytest
+
+from selfplay_core.config import ConfigError, RunConfig, dump_config, load_config
+
+
+def test_defaults_are_the_embedded_toy_run():
+    cfg = load_config()
+    assert cfg.method == "gasp" and cfg.model.path == "toy" and cfg.engine.backend == "hf"
+    assert cfg.sandbox.backend == "local"
+
+
+def test_overrides_with_yaml_typed_values(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("method: azr\nlearner:\n  lr: 1.0e-5\n")
+    cfg = load_config(f, ["learner.clip_eps=0.3", "teacher.axes=[f]", "iterations=3"])
+    assert cfg.method == "azr" and cfg.learner.lr == 1e-5 and cfg.learner.clip_eps == 0.3
+    assert cfg.teacher.axes == ("f",) and cfg.iterations == 3
+
+
+def test_round_trip_through_yaml(tmp_path):
+    cfg = load_config(None, ["seed=7"])
+    f = tmp_path / "dump.yaml"
+    f.write_text(dump_config(cfg))
+    assert load_config(f) == cfg
+
+
+def test_configs_are_frozen():
+    with pytest.raises(Exception):
+        RunConfig().seed = 3
+
+
+BAD = [
+    (["learner.lrr=1"], "learner.lrr: unknown key"),
+    (["nonsense=1"], "nonsense: unknown key"),
+    (["iterations=many"], "iterations"),
+    (["learner.lr=-1"], "learner.lr"),
+    (["student.batch_size=12", "student.samples_per_task=8"], "student.batch_size (12) must be divisible"),
+    (["teacher.lemma_band=[0.8, 0.2]"], "teacher.lemma_band"),
+    (["method=rlvr"], "real_tasks_per_iteration"),
+    (["engine.backend=vllm"], "engine.vllm_url"),
+    (["eval.ks=[1, 64]", "eval.n=8"], "eval.ks"),
+    (["sandbox.backend=podman"], "sandbox.backend"),
+    (["learner=3"], "learner"),
+    (["noequals"], "expected key=value"),
+]
+
+
+@pytest.mark.parametrize("overrides,fragment", BAD)
+def test_bad_config_is_one_clear_error_naming_the_key(overrides, fragment):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, overrides)
+    msg = str(e.value)
+    assert fragment in msg and "\n" not in msg
+
+
+def test_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "none.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("method: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(bad)
