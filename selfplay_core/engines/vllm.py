@@ -45,6 +45,7 @@ message (unreachable, HTTP error with the server's message, malformed answer, ti
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import threading
@@ -339,9 +340,18 @@ class VLLMEngine:
         return {"mode": mode, "seconds": time.monotonic() - t0, "version": self.weight_version, **info}
 
     def reset_prefix_cache(self) -> None:
-        # Cached prefixes were computed with the old weights.
-        self.http.request("POST", "/reset_prefix_cache", timeout_s=self.config.health_timeout_s,
-                          expect_json=False)
+        """Drop cached prefixes: they were computed with the old weights. vLLM >= 0.26 answers
+        {"success": false} when it skipped the reset (requests still hold KV blocks); older
+        versions answer an empty body."""
+        text = self._dev_request("POST", "/reset_prefix_cache",
+                                 timeout_s=self.config.health_timeout_s, expect_json=False)
+        try:
+            body = json.loads(text) if text and text.strip() else None
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("success") is False:
+            raise WeightSyncError(f"{self.http.base_url} did not reset its prefix cache (requests "
+                                  "still running?): new weights would reuse old cached prefixes")
 
     def _dev_request(self, method: str, path: str, body=None, *, timeout_s: float, **kw):
         try:

@@ -20,7 +20,7 @@ logprob is derived from its id. Shapes and field names follow vLLM's answers:
 
 Failure modes for tests (`FakeVLLM.mode`): "ok", "hang" (accept, never answer), "error500"
 (vLLM-style error body), "malformed" (200 with invalid JSON), "wrong_count" (one choice missing),
-"nan_logprob", "no_token_ids". Run standalone as `python fake_vllm_server.py serve MODEL --port P`
+"nan_logprob", "no_token_ids", "reset_refused" (/reset_prefix_cache answers success false). Run standalone as `python fake_vllm_server.py serve MODEL --port P`
 (the launcher test points a fake venv's `python` at this file).
 """
 
@@ -131,7 +131,7 @@ class FakeVLLM:
             self.reloads.append({"files": files, "time": time.time()})
             return 200, {"results": [None]}
         if method == "POST" and path == "/reset_prefix_cache":
-            return 200, {"success": True}
+            return 200, {"success": self.mode != "reset_refused"}
         if method == "POST" and path == "/v1/load_lora_adapter":
             if not Path(body["lora_path"], "adapter_config.json").is_file():
                 return 400, {"error": {"message": f"No adapter found for {body['lora_path']}"}}

@@ -137,3 +137,19 @@ def test_plan_refuses_settings_the_model_cannot_take(kw, batch, message):
     gpu = GPUConfig(engine="vllm", launch_server=True, learner_gpus=1, **kw)
     with pytest.raises(ValueError, match=message):
         resolve_plan(gpu, Q7, batch)
+
+
+def test_example_gpu_configs_validate_and_plan():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "configs" / "gpu"
+    files = sorted(root.glob("*.yaml"))
+    assert len(files) >= 2
+    for f in files:
+        raw = yaml.safe_load(f.read_text())
+        plan = resolve_plan(GPUConfig(**raw["gpu"]), QWEN25_CODER[raw["model_shape"]],
+                            BatchShape(**raw["batch"]))
+        assert plan.fits, (f.name, plan.notes)
+        assert "fits: yes" in plan.render()

@@ -209,6 +209,13 @@ def test_filesystem_sync_without_dev_mode_says_how_to_fix_it(fake_vllm, tiny_mod
         eng.sync_weights(tiny_model)
 
 
+def test_a_refused_prefix_cache_reset_fails_the_sync(fake_vllm, tiny_model):
+    eng = engine_for(fake_vllm, weight_sync="filesystem", served_model_dir=fake_vllm.served_dir)
+    fake_vllm.mode = "reset_refused"
+    with pytest.raises(WeightSyncError, match="did not reset its prefix cache"):
+        eng.sync_weights(tiny_model)
+
+
 def test_filesystem_sync_needs_the_served_folder(fake_vllm, tiny_model):
     with pytest.raises(WeightSyncError, match="needs served_model_dir"):
         engine_for(fake_vllm, weight_sync="filesystem").sync_weights(tiny_model)
