@@ -92,7 +92,9 @@ class Learner:
             raise ValueError("learner.kl_coef > 0 needs a frozen reference model (ref_model)")
         self.config = config
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
+        # Only trainable parameters reach AdamW (LoRA freezes the base: no states for it).
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=config.lr,
                                            betas=config.betas, weight_decay=config.weight_decay)
         self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
         self.ref_model = ref_model.eval() if ref_model is not None else None

@@ -1,0 +1,428 @@
+"""GPU deployment settings (validated once at start-up) and the resolved plan for `--dry-run`.
+
+`GPUConfig` says where generation and learning run: engine backend, vLLM server URL or a
+server launched by the run (on its own GPUs, or colocated with the learner using sleep mode), GPUs
+per role, tensor parallelism, memory share, dtype, distribution, LoRA, gradient checkpointing.
+Impossible combinations fail here with one clear message instead of minutes into a run.
+
+`resolve_plan(gpu, model, batch)` turns it into what will actually happen — processes, GPUs per
+role, batch shapes per device, expected memory per GPU — for a model shape (`ModelShape`, with the
+Qwen2.5-Coder shapes built in). Memory is an estimate with the formula spelled out in
+`learner_memory` / `rollout_memory`; it is meant to catch "cannot fit" before a run, not to
+replace measuring (benchmarks/gpu_check.py measures).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+GIB = float(1 << 30)
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+class LoraSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj",
+                                       "gate_proj", "up_proj", "down_proj")
+
+
+class GPUConfig(BaseModel):
+    """Where generation and learning run. Frozen; unknown keys are an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    device: Literal["cuda", "cpu"] = "cuda"
+    engine: Literal["hf", "vllm"] = "vllm"
+    # server: vLLM on GPUs of its own; colocated: a vLLM server on the learner's GPUs that
+    # sleeps (weights to CPU, KV cache dropped) while the learner steps.
+    vllm_placement: Literal["server", "colocated"] = "server"
+    server_url: str | None = None
+    launch_server: bool = False           # the run starts `selfplay vllm-serve` itself
+    weight_sync: Literal["auto", "nccl", "filesystem", "lora", "none"] = "auto"
+    num_gpus: int = Field(1, ge=0)
+    learner_gpus: int = Field(1, ge=0)
+    rollout_gpus: int = Field(0, ge=0)    # server placement only
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    max_model_len: int = Field(4096, ge=16)
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    # pure: weights, grads and AdamW states in `dtype` (what fits 7B on one GPU);
+    # amp: float32 master weights with autocast to `dtype`.
+    precision: Literal["pure", "amp"] = "pure"
+    distributed: Literal["none", "ddp", "zero3", "fsdp"] = "none"
+    gradient_checkpointing: bool = True
+    lora: LoraSettings | None = None
+    gpu_memory_gib: float = Field(80.0, gt=0, description="memory of one GPU, for the plan")
+
+    @model_validator(mode="after")
+    def _check(self) -> "GPUConfig":
+        def fail(msg: str):
+            raise ValueError(msg)
+
+        if self.device == "cpu":
+            if self.engine == "vllm":
+                fail("engine 'vllm' needs CUDA GPUs; on CPU use engine 'hf'")
+            if self.dtype != "float32":
+                fail(f"dtype {self.dtype} on CPU: use float32 (CPU matmuls in {self.dtype} "
+                     "are slow and the CPU path is tested in float32)")
+            if self.distributed != "none":
+                fail(f"distributed '{self.distributed}' needs GPUs; use 'none' on CPU")
+            return self
+        if self.num_gpus < 1:
+            fail("device 'cuda' needs num_gpus >= 1")
+        if self.learner_gpus < 1:
+            fail("learner_gpus must be at least 1 on cuda")
+        if self.dtype == "float16" and self.precision == "pure":
+            fail("pure float16 training overflows; use dtype bfloat16, or precision 'amp'")
+        if self.distributed == "none" and self.learner_gpus > 1:
+            fail(f"learner_gpus={self.learner_gpus} needs distributed 'ddp', 'zero3' or 'fsdp'")
+        if self.distributed != "none" and self.learner_gpus < 2:
+            fail(f"distributed '{self.distributed}' needs learner_gpus >= 2 "
+                 f"(got {self.learner_gpus})")
+        if self.weight_sync == "lora" and self.lora is None:
+            fail("weight_sync 'lora' needs lora settings (the learner must train a LoRA adapter)")
+        if self.engine == "hf":
+            if self.rollout_gpus:
+                fail("rollout_gpus is for engine 'vllm'; the hf engine generates on the "
+                     "learner's GPUs")
+            if self.learner_gpus > self.num_gpus:
+                fail(f"learner_gpus={self.learner_gpus} exceeds num_gpus={self.num_gpus}")
+            return self
+        # ---- vllm ----
+        if self.server_url is None and not self.launch_server:
+            fail("vllm server URL missing: set server_url (a running `selfplay vllm-serve`) "
+                 "or launch_server: true")
+        if self.server_url is not None and not self.server_url.startswith(("http://", "https://")):
+            fail(f"server_url must look like http://HOST:PORT, got {self.server_url!r}")
+        if self.distributed in ("zero3", "fsdp") and self.weight_sync != "none":
+            fail(f"weight sync from a {self.distributed} learner needs the sharded weights "
+                 "gathered on rank 0, which is not implemented; use distributed 'ddp' "
+                 "(a 7B model fits one 80 GB GPU per rank in pure bf16) or weight_sync 'none'")
+        tp = self.tensor_parallel_size
+        if self.vllm_placement == "colocated":
+            if self.rollout_gpus:
+                fail("colocated vLLM shares the learner's GPUs: leave rollout_gpus at 0")
+            if self.learner_gpus > self.num_gpus:
+                fail(f"learner_gpus={self.learner_gpus} exceeds num_gpus={self.num_gpus}")
+            if self.learner_gpus % tp:
+                fail(f"tensor_parallel_size={tp} does not divide the {self.learner_gpus} "
+                     "colocated GPUs")
+            if self.learner_gpus != tp:
+                fail(f"colocated: the engine drives one server, so tensor_parallel_size must "
+                     f"equal learner_gpus ({self.learner_gpus})")
+            return self
+        if self.launch_server:
+            if self.rollout_gpus < 1:
+                fail("launch_server needs rollout_gpus >= 1 (the GPUs the vLLM server gets)")
+            if self.learner_gpus + self.rollout_gpus > self.num_gpus:
+                fail(f"learner_gpus ({self.learner_gpus}) + rollout_gpus ({self.rollout_gpus}) "
+                     f"exceed num_gpus ({self.num_gpus})")
+        if self.rollout_gpus:
+            if self.rollout_gpus % tp:
+                fail(f"tensor_parallel_size={tp} does not divide rollout_gpus="
+                     f"{self.rollout_gpus}")
+            if self.rollout_gpus != tp:
+                fail(f"rollout_gpus={self.rollout_gpus} with tensor_parallel_size={tp} means "
+                     f"{self.rollout_gpus // tp} server replicas; the engine drives one server: "
+                     "set tensor_parallel_size = rollout_gpus")
+        if self.learner_gpus > self.num_gpus:
+            fail(f"learner_gpus={self.learner_gpus} exceeds num_gpus={self.num_gpus}")
+        return self
+
+
+# ---- model shapes --------------------------------------------------------------------------------
+class ModelShape(BaseModel):
+    """The numbers that decide parameter count, FLOPs and memory of a Qwen2/Llama-class model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    qkv_bias: bool = True  # Qwen2 has biases on q, k, v
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each projection in one layer, by peft target-module name."""
+        h, kv, i = self.hidden_size, self.kv_dim, self.intermediate_size
+        return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+    def num_params(self) -> int:
+        h = self.hidden_size
+        per_layer = sum(a * b for a, b in self.linear_shapes().values())
+        if self.qkv_bias:
+            per_layer += h + 2 * self.kv_dim
+        per_layer += 2 * h  # input and post-attention RMSNorm
+        embed = self.vocab_size * h
+        head = 0 if self.tie_word_embeddings else self.vocab_size * h
+        return embed + head + self.num_layers * per_layer + h  # + final norm
+
+    def lora_params(self, lora: LoraSettings) -> int:
+        shapes = self.linear_shapes()
+        unknown = [m for m in lora.target_modules if m not in shapes]
+        if unknown:
+            raise ValueError(f"lora target_modules {unknown} are not projections of this model "
+                             f"({sorted(shapes)})")
+        return self.num_layers * sum(lora.r * (shapes[m][0] + shapes[m][1])
+                                     for m in lora.target_modules)
+
+    def hf_config_kwargs(self) -> dict:
+        """Keyword arguments for `transformers.Qwen2Config` (random init, no download)."""
+        return dict(hidden_size=self.hidden_size, num_hidden_layers=self.num_layers,
+                    num_attention_heads=self.num_heads, num_key_value_heads=self.num_kv_heads,
+                    intermediate_size=self.intermediate_size, vocab_size=self.vocab_size,
+                    tie_word_embeddings=self.tie_word_embeddings, max_position_embeddings=32768,
+                    rope_theta=1000000.0, rms_norm_eps=1e-6)
+
+    @classmethod
+    def from_hf_config(cls, cfg, name: str = "model") -> "ModelShape":
+        get = cfg.get if isinstance(cfg, dict) else (lambda k, d=None: getattr(cfg, k, d))
+        return cls(name=name, hidden_size=get("hidden_size"), num_layers=get("num_hidden_layers"),
+                   num_heads=get("num_attention_heads"),
+                   num_kv_heads=get("num_key_value_heads") or get("num_attention_heads"),
+                   intermediate_size=get("intermediate_size"), vocab_size=get("vocab_size"),
+                   tie_word_embeddings=bool(get("tie_word_embeddings", False)),
+                   qkv_bias=get("model_type", "qwen2") == "qwen2")
+
+
+# From the public config.json files of Qwen/Qwen2.5-Coder-{0.5B,1.5B,7B}(-Instruct). The 0.5B and
+# 1.5B models tie input and output embeddings and use a 151936-entry vocabulary; the 7B model does
+# not tie them and pads its vocabulary to 152064.
+QWEN25_CODER = {
+    "0.5b": ModelShape(name="Qwen2.5-Coder-0.5B", hidden_size=896, num_layers=24, num_heads=14,
+                       num_kv_heads=2, intermediate_size=4864, vocab_size=151936,
+                       tie_word_embeddings=True),
+    "1.5b": ModelShape(name="Qwen2.5-Coder-1.5B", hidden_size=1536, num_layers=28, num_heads=12,
+                       num_kv_heads=2, intermediate_size=8960, vocab_size=151936,
+                       tie_word_embeddings=True),
+    "7b": ModelShape(name="Qwen2.5-Coder-7B", hidden_size=3584, num_layers=28, num_heads=28,
+                     num_kv_heads=4, intermediate_size=18944, vocab_size=152064,
+                     tie_word_embeddings=False),
+}
+
+
+class BatchShape(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompts_per_step: int = Field(64, ge=1)
+    samples_per_prompt: int = Field(8, ge=1)
+    max_prompt_len: int = Field(1024, ge=1)
+    max_completion_len: int = Field(1024, ge=1)
+    micro_batch_size: int = Field(4, ge=1)
+
+    @property
+    def seq_len(self) -> int:
+        return self.max_prompt_len + self.max_completion_len
+
+
+# ---- memory estimates ----------------------------------------------------------------------------
+VLLM_RESERVE_GIB = 2.0  # vLLM's activation peak + CUDA graphs + allocator slack: a rough constant
+
+
+def learner_memory(gpu: GPUConfig, m: ModelShape, batch: BatchShape) -> dict[str, float]:
+    """Bytes per learner GPU (GiB in the result).
+
+    weights: P x (dtype bytes if pure else 4); with LoRA: base in dtype + adapters in float32.
+    grads / AdamW (2 states): trainable x (dtype bytes if pure else 4) each; torch's AdamW keeps
+    its states in the parameter's dtype. zero3/fsdp divide weights, grads and states by the
+    learner GPU count. Activations per micro-batch of T = micro x (prompt + completion) tokens:
+    one layer's saved tensors ~ T x (6h + 2 kv_dim + 4 I) values (SDPA/flash attention, no
+    T^2 term); with gradient checkpointing L layer inputs (T x h) plus one layer; without, L
+    layers. Logits: T x V x (act bytes + 12) — the learner upcasts logits to float32, takes
+    log_softmax and an entropy product, three float32 copies.
+    """
+    P, act = m.num_params(), _DTYPE_BYTES[gpu.dtype]
+    pure = gpu.precision == "pure"
+    wb = act if pure else 4
+    if gpu.lora is not None:
+        T = m.lora_params(gpu.lora)
+        weights, grads, optim = P * act + T * 4, T * 4, T * 8
+    else:
+        weights, grads, optim = P * wb, P * wb, 2 * P * wb
+    shards = gpu.learner_gpus if gpu.distributed in ("zero3", "fsdp") else 1
+    weights, grads, optim = weights / shards, grads / shards, optim / shards
+    tokens = batch.micro_batch_size * batch.seq_len
+    h, kv, inter = m.hidden_size, m.kv_dim, m.intermediate_size
+    layer = tokens * (6 * h + 2 * kv + 4 * inter) * act
+    if gpu.gradient_checkpointing:
+        activations = m.num_layers * tokens * h * act + layer
+    else:
+        activations = m.num_layers * layer
+    logits = tokens * m.vocab_size * (act + 12)
+    out = {"weights": weights, "grads": grads, "optimizer": optim, "activations": activations,
+           "logits": logits}
+    out["total"] = sum(out.values())
+    return {k: v / GIB for k, v in out.items()}
+
+
+def rollout_memory(gpu: GPUConfig, m: ModelShape) -> dict[str, float]:
+    """Per vLLM GPU (GiB): weights P x dtype / tp; KV cache = utilization x GPU memory - weights -
+    a fixed reserve; KV bytes per token per GPU = 2 (k, v) x L x ceil(kv_heads / tp) x head_dim x
+    dtype bytes; how many tokens and full-length sequences the cache holds."""
+    tp, b = gpu.tensor_parallel_size, _DTYPE_BYTES[gpu.dtype]
+    weights = m.num_params() * b / tp / GIB
+    budget = gpu.gpu_memory_utilization * gpu.gpu_memory_gib
+    kv_cache = budget - weights - VLLM_RESERVE_GIB
+    kv_per_token = 2 * m.num_layers * math.ceil(m.num_kv_heads / tp) * m.head_dim * b
+    tokens = max(0.0, kv_cache) * GIB / kv_per_token
+    return {"budget": budget, "weights": weights, "reserve": VLLM_RESERVE_GIB,
+            "kv_cache": kv_cache, "kv_bytes_per_token": float(kv_per_token),
+            "kv_tokens": float(int(tokens)),
+            "max_len_sequences": float(int(tokens // gpu.max_model_len))}
+
+
+# ---- the plan ------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    processes: list[dict] = field(default_factory=list)
+    gpus: dict = field(default_factory=dict)
+    batch: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
+    fits: bool = True
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"processes": self.processes, "gpus": self.gpus, "batch": self.batch,
+                "memory": self.memory, "fits": self.fits, "notes": self.notes}
+
+    def render(self) -> str:
+        lines = ["processes:"]
+        lines += [f"  - {p['name']}: {p['what']} (GPUs {p['gpus'] or 'none'})" for p in self.processes]
+        lines.append("gpus: " + ", ".join(f"{k}={v}" for k, v in self.gpus.items()))
+        lines.append("batch: " + ", ".join(f"{k}={v}" for k, v in self.batch.items()))
+        for role, mem in self.memory.items():
+            lines.append(f"memory per {role} GPU (GiB): " +
+                         ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                                   for k, v in mem.items()))
+        lines.append(f"fits: {'yes' if self.fits else 'NO'}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+_ACCELERATE_FILE = {"none": "single_gpu.yaml", "ddp": "ddp.yaml", "zero3": "zero3.yaml",
+                    "fsdp": "fsdp.yaml"}
+
+
+def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
+    """What a run with these settings will start and need. Raises ValueError where the model and
+    the settings cannot work together (tensor parallelism vs heads, lengths vs max_model_len)."""
+    plan = Plan()
+    tp = gpu.tensor_parallel_size
+    if gpu.engine == "vllm":
+        if model.num_heads % tp:
+            raise ValueError(f"tensor_parallel_size={tp} does not divide {model.name}'s "
+                             f"{model.num_heads} attention heads")
+        if model.num_kv_heads % tp and tp % model.num_kv_heads:
+            raise ValueError(f"tensor_parallel_size={tp} and {model.name}'s {model.num_kv_heads} "
+                             "KV heads: one must divide the other")
+    if batch.seq_len > gpu.max_model_len:
+        raise ValueError(f"max_prompt_len + max_completion_len = {batch.seq_len} exceeds "
+                         f"max_model_len={gpu.max_model_len}")
+    if gpu.lora is not None:
+        model.lora_params(gpu.lora)  # validates target modules
+
+    learner_ids = list(range(gpu.learner_gpus)) if gpu.device == "cuda" else []
+    if gpu.engine == "vllm" and gpu.vllm_placement == "server":
+        rollout_ids = list(range(gpu.learner_gpus, gpu.learner_gpus + gpu.rollout_gpus))
+    elif gpu.engine == "vllm":
+        rollout_ids = learner_ids
+    else:
+        rollout_ids = learner_ids
+    # processes
+    if gpu.engine == "vllm" and gpu.vllm_placement == "server":
+        if gpu.launch_server:
+            plan.processes.append({"name": "vllm-server", "gpus": rollout_ids,
+                                   "what": f"`selfplay vllm-serve` from $SELFPLAY_VLLM_VENV, "
+                                           f"tp={tp}, gpu_memory_utilization="
+                                           f"{gpu.gpu_memory_utilization}"})
+        else:
+            plan.processes.append({"name": "vllm-server", "gpus": rollout_ids,
+                                   "what": f"already running at {gpu.server_url} (not started)"})
+    elif gpu.engine == "vllm":
+        plan.processes.append({"name": "vllm-server", "gpus": rollout_ids,
+                               "what": "colocated on the learner GPUs with --enable-sleep-mode; "
+                                       "sleeps during learner steps"})
+    if gpu.device == "cuda":
+        launcher = (f"accelerate launch --config_file configs/accelerate/"
+                    f"{_ACCELERATE_FILE[gpu.distributed]} --num_processes {gpu.learner_gpus}")
+        plan.processes.append({"name": "learner", "gpus": learner_ids,
+                               "what": f"{gpu.learner_gpus} rank(s) via `{launcher}`"})
+    else:
+        plan.processes.append({"name": "learner", "gpus": [], "what": "one CPU process"})
+    if gpu.engine == "hf":
+        plan.processes.append({"name": "hf-engine", "gpus": learner_ids,
+                               "what": "in the learner process (transformers generate)"})
+    plan.processes.append({"name": "sandbox", "gpus": [], "what": "executor workers on CPU"})
+    plan.gpus = {"total": gpu.num_gpus if gpu.device == "cuda" else 0,
+                 "learner": learner_ids, "rollout": rollout_ids, "tensor_parallel": tp,
+                 "idle": max(0, gpu.num_gpus - len(set(learner_ids) | set(rollout_ids)))
+                 if gpu.device == "cuda" else 0}
+    # batch shapes
+    rollouts = batch.prompts_per_step * batch.samples_per_prompt
+    ranks = max(1, gpu.learner_gpus) if gpu.device == "cuda" else 1
+    per_rank = math.ceil(rollouts / ranks)
+    micro = math.ceil(per_rank / batch.micro_batch_size)
+    plan.batch = {"rollouts_per_step": rollouts, "rollouts_per_learner_gpu": per_rank,
+                  "micro_batches_per_gpu": micro,
+                  "micro_batch": f"{batch.micro_batch_size} x {batch.seq_len} tokens",
+                  "tokens_per_step_max": rollouts * batch.seq_len,
+                  "generation_requests": f"{batch.prompts_per_step} prompts x n="
+                                         f"{batch.samples_per_prompt}"}
+    if rollouts % ranks:
+        plan.notes.append(f"{rollouts} rollouts do not split evenly over {ranks} learner GPUs")
+    # memory
+    lm = learner_memory(gpu, model, batch)
+    plan.memory["learner"] = lm
+    if gpu.device == "cuda" and lm["total"] > gpu.gpu_memory_gib:
+        plan.fits = False
+        plan.notes.append(f"learner needs ~{lm['total']:.1f} GiB per GPU > {gpu.gpu_memory_gib} GiB: "
+                          "enable gradient checkpointing, LoRA, a smaller micro batch, or zero3")
+    if gpu.engine == "vllm":
+        rm = rollout_memory(gpu, model)
+        plan.memory["rollout"] = rm
+        if rm["kv_cache"] <= 0:
+            plan.fits = False
+            plan.notes.append(f"vLLM weights ({rm['weights']:.1f} GiB) leave no KV cache in "
+                              f"{rm['budget']:.1f} GiB: raise gpu_memory_utilization or tp")
+        elif rm["max_len_sequences"] < 1:
+            plan.fits = False
+            plan.notes.append(f"vLLM KV cache holds {int(rm['kv_tokens'])} tokens, less than one "
+                              f"max_model_len={gpu.max_model_len} sequence")
+        if gpu.vllm_placement == "colocated":
+            resident = lm["weights"] + lm["optimizer"]
+            need = resident + rm["budget"]
+            plan.memory["colocated_generation_peak"] = {"learner_resident": resident,
+                                                        "vllm_budget": rm["budget"], "total": need}
+            if need > gpu.gpu_memory_gib:
+                plan.fits = False
+                plan.notes.append(f"colocated: learner weights + AdamW states ({resident:.1f} GiB) "
+                                  f"+ vLLM's share ({rm['budget']:.1f} GiB) exceed "
+                                  f"{gpu.gpu_memory_gib} GiB: lower gpu_memory_utilization")
+        if gpu.weight_sync in ("auto", "filesystem"):
+            plan.notes.append("weight sync: NCCL when trl+vllm import in the learner, else a "
+                              f"checkpoint write + reload (~{model.num_params() * 2 / GIB:.1f} GiB "
+                              "per update)" if gpu.weight_sync == "auto" else
+                              f"weight sync: checkpoint write + reload "
+                              f"(~{model.num_params() * 2 / GIB:.1f} GiB per update)")
+    return plan

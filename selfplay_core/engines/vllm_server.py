@@ -1,0 +1,179 @@
+"""Start a vLLM server from its own virtual environment and wait until it is healthy.
+
+vLLM pins its own torch, transformers and fastapi, so it lives in a separate venv (path in
+`$SELFPLAY_VLLM_VENV`, or `--venv`); this module only builds the command line, starts the process
+in its own session (so it can be stopped as a group) and polls `/health` + `/v1/models` with a
+deadline, failing early with the tail of the server's log when the process dies during start-up.
+
+Flags and environment, by what the engine will need (see engines/vllm.py):
+- always `VLLM_SERVER_DEV_MODE=1` (/reset_prefix_cache, /collective_rpc, /sleep, /server_info)
+  and `--logprobs-mode raw_logprobs` (the learner's convention: untempered logprobs);
+- weight_sync nccl: `--weight-transfer-config '{"backend": "nccl"}'` (TRL's VLLMClient);
+- weight_sync lora: `--enable-lora --max-lora-rank R` and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`;
+- weight_sync filesystem: the model must be a local folder (reload_weights reads it again);
+- colocated placement: `--enable-sleep-mode`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from selfplay_core.engines.errors import EngineError, EngineTimeout
+
+VENV_ENV = "SELFPLAY_VLLM_VENV"
+
+
+class VLLMLaunchError(EngineError):
+    """The server could not be started (no venv, bad settings, died during start-up)."""
+
+
+class ServeOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    venv: str | None = None                # default: $SELFPLAY_VLLM_VENV
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    gpus: str | None = None                # CUDA_VISIBLE_DEVICES for the server, e.g. "1" or "2,3"
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    max_model_len: int | None = Field(None, ge=16)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "bfloat16"
+    weight_sync: Literal["nccl", "filesystem", "lora", "none"] = "nccl"
+    max_lora_rank: int = Field(16, ge=1)
+    enable_sleep_mode: bool = False
+    enable_prefix_caching: bool = True
+    served_model_name: str | None = None
+    seed: int | None = None
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+
+def venv_python(venv: str | None) -> Path:
+    venv = venv or os.environ.get(VENV_ENV)
+    if not venv:
+        raise VLLMLaunchError(f"no vLLM environment: set ${VENV_ENV} (or --venv) to a venv with "
+                              "vllm installed, e.g. python -m venv ~/vllm-venv && "
+                              "~/vllm-venv/bin/pip install 'vllm>=0.22,<0.32'")
+    py = Path(venv) / "bin" / "python"
+    if not (py.is_file() and os.access(py, os.X_OK)):
+        raise VLLMLaunchError(f"{py} is not an executable Python: ${VENV_ENV}/--venv must point "
+                              "at the root of the vLLM virtual environment")
+    return py
+
+
+def build_command(opts: ServeOptions) -> tuple[list[str], dict[str, str]]:
+    """argv and the environment variables to add, for `vllm serve` from the venv's Python."""
+    if opts.weight_sync == "filesystem" and not Path(opts.model).is_dir():
+        raise VLLMLaunchError(f"weight_sync 'filesystem' reloads weights from the served folder, "
+                              f"so the model must be a local directory, got {opts.model!r}")
+    argv = [str(venv_python(opts.venv)), "-m", "vllm.entrypoints.cli.main", "serve", opts.model,
+            "--host", opts.host, "--port", str(opts.port),
+            "--tensor-parallel-size", str(opts.tensor_parallel_size),
+            "--gpu-memory-utilization", str(opts.gpu_memory_utilization),
+            "--dtype", opts.dtype, "--logprobs-mode", "raw_logprobs",
+            "--enable-prefix-caching" if opts.enable_prefix_caching else "--no-enable-prefix-caching"]
+    env = {"VLLM_SERVER_DEV_MODE": "1"}
+    if opts.max_model_len:
+        argv += ["--max-model-len", str(opts.max_model_len)]
+    if opts.served_model_name:
+        argv += ["--served-model-name", opts.served_model_name]
+    if opts.seed is not None:
+        argv += ["--seed", str(opts.seed)]
+    if opts.weight_sync == "nccl":
+        argv += ["--weight-transfer-config", json.dumps({"backend": "nccl"})]
+    if opts.weight_sync == "lora":
+        argv += ["--enable-lora", "--max-lora-rank", str(opts.max_lora_rank)]
+        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+    if opts.enable_sleep_mode:
+        argv += ["--enable-sleep-mode"]
+    if opts.gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = opts.gpus
+    return argv + list(opts.extra_args), env
+
+
+def shell_line(opts: ServeOptions) -> str:
+    argv, env = build_command(opts)
+    return " ".join([f"{k}={shlex.quote(v)}" for k, v in env.items()] + [shlex.quote(a) for a in argv])
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(lines[-n:]) or "(empty log)"
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen
+    url: str
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM the server's process group, then SIGKILL after `timeout_s`."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(10)
+        return self.proc.returncode
+
+
+def launch(opts: ServeOptions, *, wait_timeout_s: float = 900.0, log_path: str | Path | None = None,
+           poll_s: float = 1.0) -> ServerProcess:
+    """Start the server and return once it is healthy; raise VLLMLaunchError if it dies first,
+    EngineTimeout (after stopping it) if it is not healthy within `wait_timeout_s`."""
+    from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
+
+    argv, extra_env = build_command(opts)
+    log = Path(log_path) if log_path else Path(f"vllm-server-{opts.port}.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **extra_env}, start_new_session=True)
+    server = ServerProcess(proc, opts.url, log)
+    probe = VLLMEngine(VLLMEngineConfig(base_url=opts.url, health_timeout_s=5.0))
+    deadline = time.monotonic() + wait_timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            raise VLLMLaunchError(f"vLLM server exited with code {code} before it was healthy; "
+                                  f"log {log}: {_tail(log)}")
+        try:
+            probe.check_health()
+            return server
+        except EngineError as e:
+            last = e
+        time.sleep(poll_s)
+    server.stop()
+    raise EngineTimeout(f"vLLM server at {opts.url} not healthy after {wait_timeout_s:g} s "
+                        f"(stopped it); last error: {last}; log {log}: {_tail(log, 5)}")

@@ -1,0 +1,134 @@
+"""`selfplay vllm-serve` and engines/vllm_server.py, with a fake vLLM venv whose `python` runs the
+PROTOCOL TEST DOUBLE (fake_vllm_server.py) — the launcher's process handling, flags, health wait
+and failure paths are real; the server is not vLLM."""
+
+import json
+import os
+import socket
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from selfplay_cli.main import main
+from selfplay_core.engines.errors import EngineTimeout
+from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
+from selfplay_core.engines.vllm_server import (ServeOptions, VLLMLaunchError, build_command,
+                                               launch)
+
+FAKE = Path(__file__).with_name("fake_vllm_server.py")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def fake_venv(tmp_path):
+    py = tmp_path / "vllm-venv" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    py.chmod(py.stat().st_mode | stat.S_IXUSR)
+    return py.parent.parent
+
+
+@pytest.fixture()
+def model_dir(tmp_path):
+    d = tmp_path / "model"
+    d.mkdir()
+    return d
+
+
+def test_command_has_the_flags_each_weight_sync_path_needs(fake_venv, model_dir):
+    base = dict(model=str(model_dir), venv=str(fake_venv), port=8123, tensor_parallel_size=2,
+                gpu_memory_utilization=0.6, max_model_len=4096, gpus="2,3")
+    argv, env = build_command(ServeOptions(**base))
+    assert argv[:5] == [str(fake_venv / "bin" / "python"), "-m", "vllm.entrypoints.cli.main",
+                        "serve", str(model_dir)]
+    line = " ".join(argv)
+    for flag in ("--port 8123", "--tensor-parallel-size 2", "--gpu-memory-utilization 0.6",
+                 "--max-model-len 4096", "--logprobs-mode raw_logprobs", "--dtype bfloat16"):
+        assert flag in line
+    assert argv[argv.index("--weight-transfer-config") + 1] == '{"backend": "nccl"}'
+    assert env == {"VLLM_SERVER_DEV_MODE": "1", "CUDA_VISIBLE_DEVICES": "2,3"}
+    argv, env = build_command(ServeOptions(**{**base, "weight_sync": "lora", "max_lora_rank": 32,
+                                              "enable_sleep_mode": True}))
+    assert "--enable-lora" in argv and argv[argv.index("--max-lora-rank") + 1] == "32"
+    assert "--enable-sleep-mode" in argv and "--weight-transfer-config" not in argv
+    assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+
+
+def test_filesystem_sync_needs_a_local_model_folder(fake_venv):
+    with pytest.raises(VLLMLaunchError, match="must be a local directory"):
+        build_command(ServeOptions(model="Qwen/Qwen2.5-Coder-7B", venv=str(fake_venv),
+                                   weight_sync="filesystem"))
+
+
+def test_missing_venv_is_a_clear_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("SELFPLAY_VLLM_VENV", raising=False)
+    with pytest.raises(VLLMLaunchError, match=r"set \$SELFPLAY_VLLM_VENV"):
+        build_command(ServeOptions(model="m"))
+    assert main(["vllm-serve", "m", "--venv", str(tmp_path / "nope"), "--print-command"]) == 2
+    assert "is not an executable Python" in capsys.readouterr().err
+
+
+def test_launch_waits_for_health_and_the_engine_can_use_the_server(fake_venv, model_dir, tmp_path,
+                                                                  monkeypatch):
+    args_file = tmp_path / "args.json"
+    monkeypatch.setenv("FAKE_VLLM_ARGS_FILE", str(args_file))
+    monkeypatch.setenv("FAKE_VLLM_STARTUP_DELAY", "1.0")  # not healthy at once: the wait matters
+    opts = ServeOptions(model=str(model_dir), venv=str(fake_venv), port=free_port(),
+                        weight_sync="filesystem")
+    server = launch(opts, wait_timeout_s=60, log_path=tmp_path / "server.log", poll_s=0.2)
+    try:
+        eng = VLLMEngine(VLLMEngineConfig(base_url=server.url))
+        assert eng.check_health()["model"] == str(model_dir)
+        seen = json.loads(args_file.read_text())
+        assert seen["env"]["VLLM_SERVER_DEV_MODE"] == "1"
+        assert "--logprobs-mode" in seen["argv"]
+    finally:
+        assert server.stop(timeout_s=10) is not None
+    assert server.proc.poll() is not None
+
+
+def test_a_server_that_dies_during_start_up_reports_its_log(fake_venv, model_dir, tmp_path,
+                                                            monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_EXIT", "3")
+    opts = ServeOptions(model=str(model_dir), venv=str(fake_venv), port=free_port())
+    with pytest.raises(VLLMLaunchError, match=r"exited with code 3 .*CUDA error: no kernel image"):
+        launch(opts, wait_timeout_s=30, log_path=tmp_path / "server.log", poll_s=0.1)
+
+
+def test_a_server_that_never_becomes_healthy_is_stopped_after_the_timeout(fake_venv, model_dir,
+                                                                          tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_STARTUP_DELAY", "60")
+    opts = ServeOptions(model=str(model_dir), venv=str(fake_venv), port=free_port())
+    t0 = time.monotonic()
+    with pytest.raises(EngineTimeout, match="not healthy after 1.5 s \\(stopped it\\)"):
+        launch(opts, wait_timeout_s=1.5, log_path=tmp_path / "server.log", poll_s=0.2)
+    assert time.monotonic() - t0 < 20
+
+
+def test_cli_detach_prints_the_url(fake_venv, model_dir, tmp_path, capsys):
+    port = free_port()
+    code = main(["vllm-serve", str(model_dir), "--venv", str(fake_venv), "--port", str(port),
+                 "--detach", "--wait-timeout", "60", "--log", str(tmp_path / "s.log")])
+    out = capsys.readouterr().out
+    assert code == 0 and out.strip().splitlines()[-1] == f"http://127.0.0.1:{port}"
+    pid = int(out.split("(pid ")[1].split(",")[0])
+    try:
+        VLLMEngine(VLLMEngineConfig(base_url=f"http://127.0.0.1:{port}")).check_health()
+    finally:
+        os.killpg(pid, 15)  # the server this test started
+
+
+def test_cli_print_command(fake_venv, model_dir, capsys):
+    assert main(["vllm-serve", str(model_dir), "--venv", str(fake_venv), "--tp", "2",
+                 "--print-command", "--vllm-args=--enforce-eager --swap-space 4"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("VLLM_SERVER_DEV_MODE=1 ") and "--tensor-parallel-size 2" in line
+    assert line.rstrip().endswith("--enforce-eager --swap-space 4")
