@@ -92,6 +92,9 @@ def test_canonical_solutions_pass_and_wrong_variants_fail(name, bench_ex):
     assert dropped == 0, "canonical solutions failed on some inputs"
     assert n_tests == {"humanevalplus": 124253, "mbppplus": 41015}[name]
 
+    # Limits come from one timed canonical run (evalplus's 4x rule); on a loaded 2-core box a
+    # rerun can be slower than that, and this test is about verdicts, not speed: give slack.
+    problems = [dataclasses.replace(p, time_limit_s=3 * p.time_limit_s) for p in problems]
     verdicts = bench_ex.verify([(p, Sample(p.id, "canonical", canon[p.id])) for p in problems])
     failed = [(v.problem_id, v.verdict.value, v.detail) for v in verdicts if not v.passed]
     assert failed == []
