@@ -121,6 +121,9 @@ class StorageConfig(BaseModel):
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=60.0, gt=0)
     spool: bool = True
+    # After the endpoint failed, puts go straight to the spool for this long instead of each
+    # waiting out the retries again; flush() always tries. 0: probe at every put.
+    outage_probe_interval_s: float = Field(default=30.0, ge=0)
     # None: $SELFPLAY_SPOOL_DIR, else ~/.cache/selfplay/spool.
     spool_dir: str | None = None
     verify_checksums: bool = True
@@ -613,6 +616,7 @@ class S3Store(ArtifactStore):
         self.where = f"{self.uri} at {self.endpoint_url or 'AWS'}"
         self.client = client or self._make_client()
         self.stats = {"retries": 0, "spooled": 0, "delivered": 0}
+        self._down_until = 0.0  # monotonic time before which puts skip the flush attempt
         self.spool: Spool | None = None
         if config.spool:
             ident = hashlib.sha256(f"{self.endpoint_url}|{self.uri}".encode()).hexdigest()[:16]
@@ -626,7 +630,8 @@ class S3Store(ArtifactStore):
         style = self.config.addressing_style or ("path" if self.endpoint_url else "auto")
         bconf = Config(
             region_name=self.config.region,
-            retries={"mode": "standard", "max_attempts": self.config.max_attempts},
+            # total_max_attempts counts the first try too ("max_attempts" would mean retries).
+            retries={"mode": "standard", "total_max_attempts": self.config.max_attempts},
             connect_timeout=self.config.connect_timeout_s,
             read_timeout=self.config.read_timeout_s,
             s3={"addressing_style": style},
@@ -728,16 +733,21 @@ class S3Store(ArtifactStore):
              to_spool: Callable[[Path], tuple[str, int]]) -> Stored:
         _check_key(key)
         if self.spool is not None and self.spool.entries():
-            self.flush(quiet=True)
+            if time.monotonic() >= self._down_until:
+                self.flush(quiet=True)
             if self.spool.entries():  # still down: queue behind older uploads to keep order
                 return self._enqueue(key, to_spool, "earlier uploads are still spooled")
         try:
             upload()
         except Exception as e:  # noqa: BLE001
             if self.spool is not None and is_transient(e):
+                self._mark_down()
                 return self._enqueue(key, to_spool, _one_line(e))
             raise self._translate(e, key) from e
         return Stored(key, self.uri_for(key), sha, size)
+
+    def _mark_down(self) -> None:
+        self._down_until = time.monotonic() + self.config.outage_probe_interval_s
 
     def _enqueue(self, key: str, to_spool: Callable[[Path], tuple[str, int]], why: str) -> Stored:
         assert self.spool is not None
@@ -791,6 +801,7 @@ class S3Store(ArtifactStore):
                 except Exception as e:  # noqa: BLE001
                     pending = len(entries) - i
                     if is_transient(e):
+                        self._mark_down()
                         log.warning("storage: flush stopped, %d upload(s) still spooled: %s",
                                     pending, _one_line(e))
                         if quiet:
@@ -800,6 +811,7 @@ class S3Store(ArtifactStore):
                 delivered += 1
                 self.stats["delivered"] += 1
                 log.info("storage: delivered spooled %s", self.uri_for(entry.key))
+        self._down_until = 0.0
         return FlushReport(delivered, 0)
 
     def pending(self) -> list[str]:
