@@ -6,7 +6,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from selfplay_core.storage.base import ArtifactStore, Stored
@@ -46,7 +45,8 @@ class LocalStore(ArtifactStore):
         atomic_write_bytes(self._sum_path(key), sha.encode())
         return Stored(key, str(dest), sha, len(data))
 
-    def _verify(self, key: str, path: Path, verify: bool | None) -> None:
+    def _verify(self, key: str, got: str, verify: bool | None) -> None:
+        """Compare the sha256 of what was read (``got``) with the one recorded at put time."""
         if not (self.verify_checksums if verify is None else verify):
             return
         try:
@@ -54,7 +54,7 @@ class LocalStore(ArtifactStore):
         except FileNotFoundError:
             raise ChecksumError(f"no checksum recorded for {self.uri_for(key)} (not written by "
                                 "the store?); pass verify=False to read it anyway") from None
-        if sha256_file(path) != want:
+        if got != want:
             raise ChecksumError(f"checksum mismatch for {self.uri_for(key)}: the file changed or "
                                 "is corrupt")
 
@@ -65,7 +65,7 @@ class LocalStore(ArtifactStore):
         dest = Path(dest)
         with atomic_path(dest) as tmp:
             shutil.copyfile(src, tmp)
-            self._verify(key, tmp, verify)
+            self._verify(key, sha256_file(tmp), verify)
         return dest
 
     def get_bytes(self, key: str, *, verify: bool | None = None) -> bytes:
@@ -74,11 +74,7 @@ class LocalStore(ArtifactStore):
             data = src.read_bytes()
         except (FileNotFoundError, IsADirectoryError):
             raise ObjectNotFound(f"{src} does not exist") from None
-        if self.verify_checksums if verify is None else verify:
-            with tempfile.TemporaryDirectory() as d:
-                tmp = Path(d, "x")
-                tmp.write_bytes(data)
-                self._verify(key, tmp, True)
+        self._verify(key, hashlib.sha256(data).hexdigest(), verify)
         return data
 
     def exists(self, key: str) -> bool:
@@ -91,7 +87,7 @@ class LocalStore(ArtifactStore):
         for p in self.root.rglob("*"):
             rel = p.relative_to(self.root).as_posix()
             if (p.is_file() and not rel.startswith(LOCAL_CHECKSUM_DIR + "/")
-                    and not p.name.endswith(".part") and rel.startswith(prefix)):
+                    and not _is_temp(p) and rel.startswith(prefix)):
                 keys.append(rel)
         return sorted(keys)
 
@@ -99,3 +95,8 @@ class LocalStore(ArtifactStore):
         for p in (self._path(key), self._sum_path(key)):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
+
+
+def _is_temp(p: Path) -> bool:
+    """A write in progress (files.atomic_path's temp name), not an object."""
+    return p.name.startswith(".") and p.name.endswith(".part")

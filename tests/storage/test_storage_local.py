@@ -93,6 +93,9 @@ def test_local_roundtrip_list_delete(tmp_path):
     assert {s.key for s in stored} == {f"run1/ckpt-1/{k}" for k in tree(ckpt)} | {
         f"run1/ckpt-1/{MANIFEST_NAME}"}
     store.put_bytes(b"{}", "run1/state.json")
+    store.put_bytes(b"x", "run1/notes.part")  # a user's name, not a temp file: listed
+    (tmp_path / "store" / "run1" / ".state.json.x1y2.part").write_bytes(b"")  # a write in progress
+    assert store.list("run1/n") == ["run1/notes.part"] and store.list("run1/.") == []
     assert store.list("run1/ckpt-1/trainer_state/") == [
         "run1/ckpt-1/trainer_state/optimizer.pt", "run1/ckpt-1/trainer_state/rng.json"]
     assert "run1/state.json" in store.list() and not any(".selfplay" in k for k in store.list())
