@@ -3,9 +3,10 @@
 # /opt/selfplay, and vLLM in its OWN venv /opt/vllm in the same image.
 #
 # Why two venvs: every recent vllm pins fastapi<0.137 while prefect 3.9 needs fastapi>=0.139,
-# and vllm also pins its own torch and transformers. So vLLM runs as a separate process
-# (`/opt/vllm/bin/trl vllm-serve ...` or `/opt/vllm/bin/vllm serve ...`) and the pipeline talks
-# to it over HTTP/NCCL; nothing imports vllm from /opt/selfplay.
+# and vllm also pins its own torch and transformers. So vLLM runs as a separate process started
+# by `selfplay vllm-serve` from $SELFPLAY_VLLM_VENV (= /opt/vllm here, made by
+# infra/vllm/make_venv.sh) and the pipeline talks to it over HTTP/NCCL; nothing imports vllm
+# from /opt/selfplay.
 #
 #   docker build -t selfplay-gpu:latest .                                   # CUDA (default)
 #   docker build -t selfplay-worker:cpu --build-arg BASE_IMAGE=ubuntu:24.04 \
@@ -21,9 +22,6 @@ FROM ${BASE_IMAGE}
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 ARG INSTALL_VLLM=1
-# TRL 1.16 (the project's pin) supports vllm 0.22-0.31.
-ARG VLLM_VERSION=0.31.0
-ARG TRL_VERSION=1.16.0
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
@@ -37,13 +35,11 @@ RUN apt-get update \
         git ca-certificates bubblewrap tini \
  && rm -rf /var/lib/apt/lists/*
 
-# vLLM (+ TRL for `trl vllm-serve` weight sync) in its own environment, first: it is the slowest
-# layer and changes least.
-RUN if [ "$INSTALL_VLLM" = "1" ]; then \
-        python3 -m venv /opt/vllm \
-     && /opt/vllm/bin/pip install "vllm==${VLLM_VERSION}" "trl==${TRL_VERSION}" \
-     && /opt/vllm/bin/python -c "import vllm, trl; print('vllm', vllm.__version__)"; \
-    fi
+# vLLM in its own environment, first: it is the slowest layer and changes least. The same
+# script a user runs by hand (infra/vllm/make_venv.sh) pins the versions TRL's client supports.
+COPY infra/vllm/make_venv.sh /tmp/make_vllm_venv.sh
+RUN if [ "$INSTALL_VLLM" = "1" ]; then PYTHON=python3 sh /tmp/make_vllm_venv.sh /opt/vllm; fi \
+ && rm /tmp/make_vllm_venv.sh
 
 # The project's environment: torch from the chosen wheel index first, so the dependencies below
 # find it and never swap it for another build.
@@ -63,7 +59,7 @@ RUN pip install --no-deps /src \
  && ! python -c "import vllm" 2>/dev/null
 
 ENV SELFPLAY_SPOOL_DIR=/var/lib/selfplay/spool \
-    SELFPLAY_VLLM_BIN=/opt/vllm/bin \
+    SELFPLAY_VLLM_VENV=/opt/vllm \
     HF_HOME=/root/.cache/huggingface \
     DO_NOT_TRACK=true \
     PREFECT_SERVER_ANALYTICS_ENABLED=false \
