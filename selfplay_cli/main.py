@@ -5,7 +5,7 @@ import importlib
 import sys
 
 # Subcommand modules of this package; each defines register(subparsers).
-COMMANDS = ["verify", "convert"]
+COMMANDS = ["verify", "convert", "bootstrap"]
 
 
 class CLIError(Exception):

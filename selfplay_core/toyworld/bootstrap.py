@@ -25,6 +25,10 @@ from selfplay_core.toyworld.model import ModelSettings, build_model, n_parameter
 from selfplay_core.toyworld.pretrain import TrainSettings, pretrain
 from selfplay_core.toyworld.splits import VERSION, build_world
 
+# A bootstrap small enough for unit tests (seconds) through the real code path.
+MICRO_TEST_CONFIG = dict(n_examples=600, tokenizer_sample=600, vocab_size=400, hidden_size=32,
+                         num_layers=1, num_heads=2, num_kv_heads=1, ffn_size=64, batch_size=16,
+                         epochs=4.0, lr=5e-3)
 ASSET_DIR = Path(__file__).parent / "assets" / "tiny-s0"
 
 
