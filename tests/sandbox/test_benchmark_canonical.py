@@ -104,7 +104,7 @@ def test_canonical_solutions_pass_and_wrong_variants_fail(name, bench_ex):
         for kind, code in mutants(canon[p.id], p.entry_point):
             if code.strip() != canon[p.id].strip():
                 items.append((p, Sample(p.id, kind, code)))
-    assert len(items) > len(problems)
+    assert len(items) > len(problems) // 2
     mv = bench_ex.verify(items)
     n_failed = sum(not v.passed for v in mv)
     assert n_failed >= 0.8 * len(items), f"only {n_failed}/{len(items)} wrong variants failed"

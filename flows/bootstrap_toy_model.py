@@ -1,0 +1,15 @@
+"""Flow: bootstrap the toy world's tiny model (cached; see selfplay_core.toyworld.bootstrap)."""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from selfplay_core.toyworld.bootstrap import BootstrapConfig
+from tasks.toyworld import train_toy_model
+
+
+@flow(name="bootstrap_toy_model")
+def bootstrap_toy_model(config: BootstrapConfig = BootstrapConfig(), force: bool = False,
+                        out_dir: str | None = None) -> str:
+    """Returns the model's Hugging Face folder."""
+    return train_toy_model(config, force=force, out_dir=out_dir)

@@ -1,0 +1,50 @@
+"""selfplay bootstrap: build (or fetch from the cache) the toy world's tiny model."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bootstrap", help="pretrain the toy world's tiny model (cached)",
+                       description="Pretrain the tiny Qwen2-class model of the toy world on student "
+                       "and teacher examples. The result is cached under $SELFPLAY_CACHE "
+                       "(default ~/.cache/selfplay); a second run with the same settings returns at once.")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--examples", type=int, default=None, help="corpus size (default 30000)")
+    p.add_argument("--epochs", type=float, default=None)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
+    p.add_argument("--out", default=None, help="write the model here instead of the cache")
+    p.add_argument("--force", action="store_true", help="retrain even when cached")
+    p.add_argument("--no-prefect", action="store_true",
+                   help="call the core function directly instead of running the Prefect flow")
+    p.set_defaults(func=run)
+
+
+def _config(args):
+    from pydantic import ValidationError
+
+    from selfplay_cli.main import CLIError
+    from selfplay_core.toyworld.bootstrap import BootstrapConfig
+
+    overrides = {"seed": args.seed}
+    for key, value in (("n_examples", args.examples), ("epochs", args.epochs), ("threads", args.threads)):
+        if value is not None:
+            overrides[key] = value
+    try:
+        return BootstrapConfig(**overrides)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise CLIError(f"--{err['loc'][0]}: {err['msg']}") from None
+
+
+def run(args) -> int:
+    config = _config(args)
+    if args.no_prefect:
+        from selfplay_core.toyworld.bootstrap import bootstrap_toy_model
+
+        path = bootstrap_toy_model(config, out_dir=args.out, force=args.force)
+    else:
+        from flows.bootstrap_toy_model import bootstrap_toy_model
+
+        path = bootstrap_toy_model(config=config, force=args.force, out_dir=args.out)
+    print(path)
+    return 0

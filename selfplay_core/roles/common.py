@@ -1,0 +1,60 @@
+"""Pieces shared by the role parsers."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+# Markers that end a completion: the end-of-text token, the start of a new prompt section, the
+# end of a markdown code block. Engines may also be asked to stop on them.
+END_OF_TEXT = "<|endoftext|>"
+SECTION = "### "
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a model output could not be used. `reason` is one of a fixed set per role (see
+    the role module), so rejections can be counted by reason; `detail` is free text."""
+
+    reason: str
+    detail: str = ""
+
+    def __bool__(self) -> bool:  # `if parsed:` reads as "if it parsed"
+        return False
+
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)(?:```|\Z)", re.S)
+
+
+def strip_fences(text: str) -> str:
+    """The first fenced code block's content when the text has one, else the text."""
+    m = _FENCE.search(text)
+    return m.group(1) if m else text
+
+
+def check_function(code: str, entry_point: str) -> tuple[int, str] | Rejection:
+    """(number of parameters, code) when `code` parses and defines `entry_point` at top level."""
+    if not code.strip():
+        return Rejection("empty")
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError) as e:  # ValueError: null bytes
+        return Rejection("syntax_error", str(e)[:200])
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point:
+            a = node.args
+            if a.vararg or a.kwarg or a.kwonlyargs:
+                return Rejection("bad_signature", "variadic or keyword-only parameters")
+            return len(a.posonlyargs) + len(a.args), code
+    return Rejection("no_entry_point", f"no top-level def {entry_point}(...)")
+
+
+def cut_at(text: str, markers: tuple[str, ...]) -> str:
+    """Text up to the earliest of the markers."""
+    end = len(text)
+    for m in markers:
+        k = text.find(m)
+        if k != -1:
+            end = min(end, k)
+    return text[:end]

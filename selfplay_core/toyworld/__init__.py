@@ -1,0 +1,19 @@
+"""The toy world: a synthetic code-task world and a tiny model that learns in it on 2 CPU cores.
+
+    tasks.py       Task = input representation + chain of primitives + output representation;
+                   description, reference program, inputs, `make_problem` -> ordinary Problem
+    primitives.py  the primitives (one line of code + one English phrase each)
+    variants.py    f-axis (remove/add/replace a step) and io-axis (change a representation) variants
+    splits.py      seeded, versioned, hashed splits: train (depth 1-2), eval (1-4), goalpost pool (3-4)
+    fidelity.py    does a question describe its program? (diagnostic for proposal logs)
+    corpus.py      pretraining texts: noisy student examples + teacher variant pairs
+    tokenizer.py   BPE trained with `tokenizers`, saved as a Qwen2Tokenizer
+    model.py       the Qwen2-class tiny model
+    pretrain.py    the causal-LM pretraining loop
+    bootstrap.py   corpus -> tokenizer -> model -> training -> cached HF folder
+    evaluate.py    sample + verify: pass counts, pass@k by depth, teacher validity
+    metrics.py     unbiased pass@k
+    pg.py          student-only policy gradient (RL sanity check)
+
+Goalpost mining lives in `selfplay_core.goalposts`; role prompts and parsers in `selfplay_core.roles`.
+"""

@@ -1,0 +1,170 @@
+"""Bootstrap the tiny model: corpus -> tokenizer -> Qwen2 model -> pretraining -> HF folder.
+
+The result is a plain `save_pretrained` folder (weights, config, tokenizer) plus
+`bootstrap.json` (config, split hashes, corpus hash, timings). It is cached under
+`$SELFPLAY_CACHE` (default `~/.cache/selfplay`) at `toy_models/<config hash>`, so a second call
+with the same config returns at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from selfplay_core.toyworld.corpus import CorpusSettings, build_corpus
+from selfplay_core.toyworld.model import ModelSettings, build_model, n_parameters
+from selfplay_core.toyworld.pretrain import TrainSettings, pretrain
+from selfplay_core.toyworld.splits import VERSION, build_world
+
+# A bootstrap small enough for unit tests (seconds) through the real code path.
+MICRO_TEST_CONFIG = dict(n_examples=600, tokenizer_sample=600, vocab_size=400, hidden_size=32,
+                         num_layers=1, num_heads=2, num_kv_heads=1, ffn_size=64, batch_size=16,
+                         epochs=4.0, lr=5e-3)
+ASSET_DIR = Path(__file__).parent / "assets" / "tiny-s0"
+
+
+class BootstrapConfig(BaseModel):
+    """Everything that determines the bootstrapped model. Frozen; unknown keys are an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seed: int = 0
+    n_examples: int = Field(default=30000, ge=100)
+    bug_rate: float = Field(default=0.3, ge=0, le=1)
+    teacher_bug_rate: float = Field(default=0.1, ge=0, le=1)
+    teacher_inputs: int = Field(default=4, ge=1, le=16)
+    vocab_size: int = Field(default=640, ge=300, le=65536)
+    tokenizer_sample: int = Field(default=6000, ge=100, description="corpus texts used to train BPE")
+    hidden_size: int = Field(default=128, ge=16)
+    num_layers: int = Field(default=4, ge=1)
+    num_heads: int = Field(default=4, ge=1)
+    num_kv_heads: int = Field(default=2, ge=1)
+    ffn_size: int = Field(default=384, ge=16)
+    epochs: float = Field(default=1.0, gt=0)
+    batch_size: int = Field(default=32, ge=1)
+    lr: float = Field(default=2e-3, gt=0)
+    threads: int = Field(default=1, ge=1, description="torch threads (1 is steadiest on a busy box)")
+
+    def corpus_settings(self) -> CorpusSettings:
+        return CorpusSettings(n_examples=self.n_examples, bug_rate=self.bug_rate,
+                              teacher_bug_rate=self.teacher_bug_rate, teacher_inputs=self.teacher_inputs)
+
+    def model_settings(self) -> ModelSettings:
+        return ModelSettings(self.hidden_size, self.num_layers, self.num_heads, self.num_kv_heads,
+                             self.ffn_size)
+
+    def train_settings(self) -> TrainSettings:
+        return TrainSettings(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
+                             threads=self.threads)
+
+    def key(self) -> str:
+        blob = json.dumps({"version": VERSION, **self.model_dump()}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SELFPLAY_CACHE") or Path.home() / ".cache" / "selfplay")
+
+
+def cached_model_dir(config: BootstrapConfig) -> Path:
+    return cache_root() / "toy_models" / config.key()
+
+
+def is_complete(path: Path) -> bool:
+    return (Path(path) / "bootstrap.json").is_file()
+
+
+def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str | Path | None = None,
+                        force: bool = False, progress: bool | Callable[[int, int, float], None] = True,
+                        log: Callable[[str], None] | None = None) -> Path:
+    """Build (or fetch from the cache) the tiny model; returns its HF folder."""
+    config = config or BootstrapConfig()
+    target = Path(out_dir) if out_dir else cached_model_dir(config)
+    say = log or (lambda m: print(m, file=sys.stderr))
+    if is_complete(target) and not force:
+        say(f"toy model: cached at {target}")
+        return target
+
+    import torch
+
+    torch.set_num_threads(config.threads)
+    times = {}
+    t0 = time.time()
+    world = build_world(config.seed)
+    texts = build_corpus(config.corpus_settings(), config.seed, world.exclusion())
+    times["corpus_s"] = time.time() - t0
+    say(f"toy model: corpus of {len(texts)} examples ({times['corpus_s']:.1f}s)")
+
+    t1 = time.time()
+    from selfplay_core.toyworld.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer(texts[: config.tokenizer_sample], config.vocab_size)
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    times["tokenizer_s"] = time.time() - t1
+
+    model = build_model(len(tokenizer), config.model_settings(), tokenizer.eos_token_id, config.seed)
+    t2 = time.time()
+    bar = None
+    if progress is True:
+        from tqdm import tqdm
+
+        bar = tqdm(total=None, desc="pretrain", unit="step", file=sys.stderr, dynamic_ncols=True)
+
+        def progress(step, total, loss):
+            bar.total = total
+            bar.update(1)
+            if step % 10 == 0:
+                bar.set_postfix(loss=f"{loss:.3f}")
+    losses = pretrain(model, ids, config.train_settings(), config.seed, tokenizer.pad_token_id,
+                      progress=progress or None)
+    if bar is not None:
+        bar.close()
+    times["train_s"] = time.time() - t2
+    times["total_s"] = time.time() - t0
+
+    corpus_hash = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
+    meta = {
+        "version": VERSION, "config": config.model_dump(), "config_key": config.key(),
+        "parameters": n_parameters(model), "vocab_size": len(tokenizer),
+        "corpus": {"examples": len(texts), "tokens": sum(len(i) for i in ids),
+                   "sha256": corpus_hash},
+        "splits": {n: {"version": s.version, "hash": s.content_hash, "size": len(s)}
+                   for n, s in world.splits().items()},
+        "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])), "steps": len(losses),
+        "times": {k: round(v, 1) for k, v in times.items()},
+    }
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "bootstrap.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    say(f"toy model: {meta['parameters']} parameters, vocab {meta['vocab_size']}, "
+        f"{len(losses)} steps, loss {meta['final_loss']:.3f}, {times['total_s']:.0f}s -> {target}")
+    return target
+
+
+def default_model_dir() -> Path:
+    """The model runs start from: the cached bootstrap of the default config, else the
+    committed checkpoint (produced by the same bootstrap), so runs start at once."""
+    cached = cached_model_dir(BootstrapConfig())
+    if is_complete(cached):
+        return cached
+    if is_complete(ASSET_DIR):
+        return ASSET_DIR
+    raise FileNotFoundError("no toy model: run `selfplay bootstrap` first")

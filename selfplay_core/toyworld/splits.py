@@ -1,0 +1,109 @@
+"""Fixed, versioned, hashed splits of the toy world.
+
+* train — the "real data" of the RLVR baseline (depth 1-2);
+* eval — held out, by depth (1-4);
+* goalpost_pool — depth 3-4 candidates; goalposts are *mined* from it (pass@k = 0 for the base
+  model, see `selfplay_core.goalposts`), not decreed.
+
+Everything is a function of (seed, sizes). Eval and pool tasks never appear in train or in the
+pretraining corpus (`exclusion()`); each split carries a version string and a content hash over
+its problems, like the real benchmarks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+
+from selfplay_core.problems import Problem
+from selfplay_core.toyworld.corpus import Exclusion
+from selfplay_core.toyworld.tasks import Task, make_problem, sample_task
+
+VERSION = "toyworld-v1"
+
+
+@dataclass(frozen=True)
+class SplitSizes:
+    train: tuple = ((1, 200), (2, 400))
+    eval: tuple = ((1, 80), (2, 100), (3, 60), (4, 60))
+    goalpost_pool: tuple = ((3, 40), (4, 60))
+    n_tests: int = 8
+
+
+@dataclass
+class Split:
+    name: str
+    version: str
+    tasks: list[Task]
+    problems: list[Problem]
+    content_hash: str = ""
+
+    def __post_init__(self):
+        if not self.content_hash:
+            self.content_hash = content_hash(self.problems)
+
+    def by_depth(self) -> dict[int, list[Problem]]:
+        out: dict[int, list[Problem]] = {}
+        for p in self.problems:
+            out.setdefault(p.metadata["depth"], []).append(p)
+        return dict(sorted(out.items()))
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+
+def content_hash(problems: list[Problem]) -> str:
+    h = hashlib.sha256()
+    for p in problems:
+        h.update(p.dumps().encode())
+        h.update(b"\n")
+    return "sha256:" + h.hexdigest()[:16]
+
+
+@dataclass
+class ToyWorld:
+    seed: int
+    train: Split
+    eval: Split
+    goalpost_pool: Split
+    sizes: SplitSizes = field(default_factory=SplitSizes)
+
+    def exclusion(self) -> Exclusion:
+        """What the pretraining corpus must not contain: every held-out task."""
+        ex = Exclusion()
+        for t in self.eval.tasks + self.goalpost_pool.tasks:
+            ex.add(t)
+        return ex
+
+    def splits(self) -> dict[str, Split]:
+        return {"train": self.train, "eval": self.eval, "goalpost_pool": self.goalpost_pool}
+
+
+def build_world(seed: int = 0, sizes: SplitSizes | None = None) -> ToyWorld:
+    sizes = sizes or SplitSizes()
+    rng = random.Random(f"toyworld-splits:{seed}")
+    held = Exclusion()
+
+    def draw(name: str, plan, blocked: Exclusion, record: Exclusion | None) -> Split:
+        tasks, problems, seen = [], [], set()
+        for depth, count in plan:
+            got = 0
+            while got < count:
+                t = sample_task(rng, depth)
+                if t.key in seen or blocked.blocks(t):
+                    continue
+                seen.add(t.key)
+                if record is not None:
+                    record.add(t)
+                tasks.append(t)
+                problems.append(make_problem(t, f"toy/{name}/d{depth}/{got:04d}", rng, sizes.n_tests,
+                                             {"split": name, "version": f"{VERSION}-s{seed}"}))
+                got += 1
+        return Split(name, f"{VERSION}-s{seed}", tasks, problems)
+
+    # Held-out splits first, so that train is drawn around them.
+    eval_split = draw("eval", sizes.eval, held, held)
+    pool = draw("goalpost_pool", sizes.goalpost_pool, held, held)
+    train = draw("train", sizes.train, held, None)
+    return ToyWorld(seed, train, eval_split, pool, sizes)

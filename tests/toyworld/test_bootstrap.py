@@ -1,0 +1,77 @@
+import json
+import time
+
+import pytest
+import torch
+
+from selfplay_core.toyworld.bootstrap import BootstrapConfig, bootstrap_toy_model, cached_model_dir
+
+from selfplay_core.toyworld.bootstrap import MICRO_TEST_CONFIG as MICRO
+
+
+def test_saved_model_loads_with_auto_classes(micro_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(micro_model_dir)
+    tok = AutoTokenizer.from_pretrained(micro_model_dir)
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    assert model.config.vocab_size == len(tok) == MICRO["vocab_size"]
+    assert model.config.tie_word_embeddings
+    ids = tok("### Task\nGiven a list of numbers, take the sum.\n", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out = model(input_ids=ids)
+    assert out.logits.shape == (1, ids.shape[1], len(tok))
+    meta = json.loads((micro_model_dir / "bootstrap.json").read_text())
+    assert meta["parameters"] == sum(p.numel() for p in model.parameters())
+    assert meta["splits"]["eval"]["hash"].startswith("sha256:")
+
+
+def test_training_lowered_the_loss(micro_model_dir):
+    meta = json.loads((micro_model_dir / "bootstrap.json").read_text())
+    assert meta["final_loss"] < 0.6 * torch.log(torch.tensor(float(MICRO["vocab_size"]))).item()
+
+
+def test_bootstrap_is_deterministic_and_cached(tmp_path, monkeypatch, micro_model_dir):
+    from safetensors.torch import load_file
+
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
+    cfg = BootstrapConfig(**MICRO)
+    path = bootstrap_toy_model(cfg, progress=False, log=lambda m: None)
+    assert path == cached_model_dir(cfg) and str(path).startswith(str(tmp_path / "cache"))
+    a = load_file(path / "model.safetensors")
+    b = load_file(micro_model_dir / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    t = time.time()
+    messages = []
+    assert bootstrap_toy_model(cfg, progress=False, log=messages.append) == path
+    assert time.time() - t < 2 and "cached" in messages[0]
+
+
+def test_config_rejects_unknown_and_bad_values():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        BootstrapConfig(n_exampels=10)
+    with pytest.raises(ValidationError):
+        BootstrapConfig(bug_rate=1.5)
+    assert BootstrapConfig().key() != BootstrapConfig(seed=1).key()
+
+
+def test_cli_bootstrap_without_prefect(tmp_path, capsys):
+    from selfplay_cli.main import main
+
+    out = tmp_path / "m"
+    rc = main(["bootstrap", "--no-prefect", "--examples", "150", "--out", str(out)])
+    # The default model size on 150 examples takes a few seconds; the point is the wiring.
+    assert rc == 0 and capsys.readouterr().out.strip() == str(out)
+    assert (out / "config.json").is_file() and (out / "bootstrap.json").is_file()
+    assert main(["bootstrap", "--no-prefect", "--examples", "5"]) == 2
+
+
+@pytest.mark.slow
+def test_prefect_flow_runs_the_bootstrap(tmp_path):
+    from flows.bootstrap_toy_model import bootstrap_toy_model as flow
+
+    out = tmp_path / "flow-model"
+    path = flow(config=BootstrapConfig(**MICRO), out_dir=str(out))
+    assert path == str(out) and (out / "bootstrap.json").is_file()
