@@ -1,0 +1,114 @@
+"""selfplay run: the self-play flow with the embedded default (toy world, tiny model, local
+executor, local MLflow store, Prefect without a separate server)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run self-play (GASP, AZR, RLVR) as a Prefect flow",
+                       description="Run the self-play loop. Defaults: configs/tiny-cpu.yaml "
+                       "semantics (toy world, tiny model, local sandbox, local MLflow).")
+    p.add_argument("--config", help="YAML run config (default: built-in tiny-cpu defaults)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set learner.lr=1e-5 (repeatable)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last complete iteration")
+    p.add_argument("--dry-run", action="store_true", help="validate the config, print the resolved plan, exit")
+    p.add_argument("--no-prefect", action="store_true", help="run the loop without Prefect (debugging)")
+    p.set_defaults(func=run)
+
+
+def _env_defaults() -> None:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("DO_NOT_TRACK", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from selfplay_core.config import dump_config, load_config
+
+    cfg = load_config(args.config, args.overrides)
+    if args.dry_run:
+        print(dump_config(cfg))
+        plan = _gpu_plan(cfg)
+        if plan:
+            print(plan)
+        return 0
+    _env_defaults()
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    run_dir = args.resume
+    if run_dir and not (Path(run_dir) / "state.json").exists():
+        from selfplay_cli.main import CLIError
+        raise CLIError(f"--resume {run_dir}: no state.json there (expected a run directory under {cfg.out_dir}/)")
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                        TimeElapsedColumn(), console=console, transient=False)
+    with progress:
+        bar = progress.add_task("self-play", total=cfg.iterations)
+
+        def on_stage(name: str) -> None:
+            progress.update(bar, description=f"{cfg.method}: {name}")
+
+        if args.no_prefect:
+            from selfplay_core.loop.driver import direct, run_selfplay
+
+            def call(name, fn, *a):
+                on_stage(name)
+                return direct(name, fn, *a)
+
+            summary = run_selfplay(cfg, call=call, run_dir=run_dir, resume=bool(run_dir),
+                                   on_iteration=lambda step, m: progress.update(bar, completed=step))
+            result = {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
+                      "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
+        else:
+            import tasks.stages as stages_mod
+            from flows.selfplay import selfplay
+
+            inner = stages_mod.as_task
+
+            def traced(name, fn, *a):
+                on_stage(name)
+                return inner(name, fn, *a)
+
+            stages_mod.as_task = traced
+            import flows.selfplay as flow_mod
+            flow_mod.as_task = traced
+            try:
+                result = selfplay(config=cfg, resume=bool(run_dir), run_dir=run_dir)
+            finally:
+                stages_mod.as_task = flow_mod.as_task = inner
+        progress.update(bar, completed=cfg.iterations, description=f"{cfg.method}: done")
+    _print_summary(result)
+    return 0
+
+
+def _print_summary(result: dict) -> None:
+    import json
+    from pathlib import Path
+
+    state = json.loads((Path(result["run_dir"]) / "state.json").read_text())
+    hist = state.get("history", [])
+    cols = ["student/accepted/reward", "teacher/lemma/acceptance", "teacher/lift/acceptance",
+            "teacher/azr/acceptance", "student/real/pass_rate", "eval/all/pass@1", "goalposts/solved"]
+    cols = [c for c in cols if any(c in h for h in hist)]
+    print("step  " + "  ".join(f"{c.split('/', 1)[1][:22]:>22}" for c in cols))
+    for h in hist:
+        print(f"{h['step']:>4}  " + "  ".join(
+            f"{h[c]:>22.3f}" if c in h else f"{'':>22}" for c in cols))
+    print(f"\nMLflow run: {result['run_id']}  ({result['tracking_uri']})")
+    print(f"  open it:  mlflow ui --backend-store-uri {result['tracking_uri']}")
+    print(f"goalpost heatmap: {result['heatmap']}")
+    print(f"final checkpoint: {result['checkpoint']}")
+    print(f"resume with: selfplay run --resume {result['run_dir']}")
+
+
+def _gpu_plan(cfg) -> str | None:
+    return None

@@ -1,0 +1,326 @@
+"""The stages of an iteration, shared by every method: propose, validate, estimate pass rates,
+score, collect student rollouts, update, evaluate, track goalposts.
+
+Each stage is a plain function of the run context (`loop.context.RunContext`) so Prefect tasks
+can wrap them one to one and tests can call them directly.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import time
+from typing import Sequence
+
+from selfplay_core import rewards
+from selfplay_core.buffers import BufferItem
+from selfplay_core.engines.base import SamplingParams
+from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core.problems import Problem, TestCase
+from selfplay_core.rl import advantages as adv_mod
+from selfplay_core.rl.learner import Rollout
+from selfplay_core.roles.common import Rejection
+from selfplay_core.roles.teacher import STOP as TEACHER_STOP
+from selfplay_core.roles.teacher import parse_teacher, teacher_prompt
+from selfplay_core.toyworld.evaluate import SolveResult, solve
+from selfplay_core.toyworld.metrics import mean_pass_at_k
+
+# Imports a proposal's reference program may use: pure computation only.
+ALLOWED_IMPORTS = frozenset({"math", "collections", "itertools", "functools", "heapq", "bisect",
+                             "re", "string", "typing", "operator", "fractions", "decimal",
+                             "statistics", "copy", "array", "dataclasses", "enum"})
+
+
+def teacher_sampling(ctx) -> SamplingParams:
+    e = ctx.config.engine
+    return SamplingParams(temperature=e.temperature, top_p=e.top_p,
+                          max_new_tokens=e.max_new_tokens_teacher, stop=TEACHER_STOP,
+                          seed=ctx.next_seed())
+
+
+def student_sampling(ctx, temperature: float | None = None) -> SamplingParams:
+    e = ctx.config.engine
+    return SamplingParams(temperature=e.temperature if temperature is None else temperature,
+                          top_p=e.top_p, max_new_tokens=e.max_new_tokens_student,
+                          seed=ctx.next_seed())
+
+
+# ---- propose -----------------------------------------------------------------------------------
+
+def propose(ctx, anchors: Sequence[Anchor], kind: str, direction: str, n: int) -> list[Proposal]:
+    """n teacher samples per anchor; the axis is the anchor's (lift) or drawn at random."""
+    axes = ctx.config.teacher.axes
+    plan = []
+    for a in anchors:
+        axis = a.axis if (a.axis in axes) else ctx.rng.choice(axes)
+        plan.append((a, axis, teacher_prompt(a.question, a.code, axis, direction)))
+    if not plan:
+        return []
+    groups = ctx.engine.generate([p for _, _, p in plan], n, teacher_sampling(ctx))
+    out = []
+    for (a, axis, prompt), comps in zip(plan, groups):
+        for c in comps:
+            out.append(Proposal(kind, a, axis, direction, prompt, c,
+                                id=f"it{ctx.state.iteration}/{kind}/{ctx.next_id()}"))
+    return out
+
+
+# ---- validate ----------------------------------------------------------------------------------
+
+def _banned_import(code: str) -> str | None:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return "syntax"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] not in ALLOWED_IMPORTS:
+                return name
+    return None
+
+
+def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
+    """Parse, then gate: allowed imports, reference runs in time, identical outputs in two worker
+    processes (different hash seeds), enough distinct inputs/outputs, not a near-duplicate of
+    the buffers or of a batch-mate, not an evaluation item. Rejections counted by reason."""
+    t = ctx.config.teacher
+    reasons: dict[str, int] = {}
+
+    def reject(p: Proposal, reason: str) -> None:
+        p.rejection = reason
+        reasons[reason] = reasons.get(reason, 0) + 1
+
+    todo = []
+    for p in proposals:
+        p.parsed = parse_teacher(p.completion.text, min_inputs=t.min_inputs, max_inputs=t.max_inputs)
+        if isinstance(p.parsed, Rejection):
+            reject(p, f"parse_{p.parsed.reason}")
+            continue
+        bad = _banned_import(p.parsed.code)
+        if bad:
+            reject(p, "banned_import")
+            continue
+        prob = Problem(id=p.id, kind="call", entry_point="f", prompt=p.parsed.question,
+                       tests=[TestCase(args=list(a), has_expected=False) for a in p.parsed.inputs],
+                       time_limit_s=1.0, memory_limit_mb=256,
+                       metadata={"reference": p.parsed.code, "signature": "def f(x):",
+                                 "kind": p.kind, "axis": p.axis})
+        todo.append((p, prob))
+    if todo:
+        first = ctx.executor.run([(prob, p.parsed.code) for p, prob in todo], rotate=0)
+        second = ctx.executor.run([(prob, p.parsed.code) for p, prob in todo], rotate=1)
+        batch_texts: list[str] = []
+        for (p, prob), r1, r2 in zip(todo, first, second):
+            if not r1.ok:
+                err = next((e for e in r1.errors if e), r1.detail or "")
+                reject(p, "reference_timeout" if err.startswith("timeout") else "reference_error")
+                continue
+            if not r2.ok or r1.outputs != r2.outputs:
+                reject(p, "nondeterministic")
+                continue
+            if len({repr(o) for o in r1.outputs}) < t.require_distinct_outputs:
+                reject(p, "degenerate_outputs")
+                continue
+            text = f"{p.parsed.question}\n{p.parsed.code}"
+            if t.rejection_sampling:
+                dup, _ = ctx.buffers.is_near_duplicate(text, batch_texts)
+                if dup:
+                    reject(p, "near_duplicate")
+                    continue
+            if ctx.contamination.is_near_duplicate(text)[0]:
+                reject(p, "eval_contamination")
+                continue
+            batch_texts.append(text)
+            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, r1.outputs)]
+            p.problem = prob
+    kind = proposals[0].kind if proposals else "none"
+    n = len(proposals)
+    acc = sum(p.accepted for p in proposals)
+    log.add(**{f"teacher/{kind}/proposals": n, f"teacher/{kind}/accepted": acc,
+               f"teacher/{kind}/acceptance": acc / n if n else 0.0})
+    for r, c in reasons.items():
+        log.metrics[f"rejections/{kind}/{r}"] = log.metrics.get(f"rejections/{kind}/{r}", 0) + c
+
+
+# ---- estimate + score --------------------------------------------------------------------------
+
+def estimate_pass_rates(ctx, proposals: list[Proposal]) -> None:
+    """n student samples per accepted proposal: p for the teacher, rollouts for the student."""
+    acc = [p for p in proposals if p.accepted]
+    if not acc:
+        return
+    n = ctx.config.student.samples_per_task
+    results = solve(ctx.engine, ctx.executor, [p.problem for p in acc], n, student_sampling(ctx))
+    for p, r in zip(acc, results):
+        p.solve = r
+        p.pass_rate = r.c / r.n
+
+
+def score(ctx, proposals: list[Proposal], band_kind: str, log: IterationLog) -> None:
+    t = ctx.config.teacher
+    for p in proposals:
+        if not p.accepted:
+            p.reward = rewards.invalid_proposal(parsed=not isinstance(p.parsed, Rejection),
+                                                format_fail=t.format_penalty,
+                                                invalid=t.invalid_penalty)
+        elif band_kind == "lemma":
+            p.reward = rewards.r_lemma(p.pass_rate, band=t.lemma_band, out_of_band=t.out_of_band)
+        elif band_kind == "lift":
+            p.reward = rewards.r_lift(p.pass_rate, band=t.lift_band, out_of_band=t.out_of_band)
+        else:  # azr
+            p.reward = rewards.azr_propose(p.pass_rate, extreme=ctx.config.azr.extreme_reward)
+    kind = proposals[0].kind if proposals else "none"
+    acc = [p for p in proposals if p.accepted]
+    if proposals:
+        log.add(**{f"teacher/{kind}/reward": sum(p.reward for p in proposals) / len(proposals)})
+    if acc:
+        band = t.lemma_band if band_kind == "lemma" else t.lift_band
+        log.add(**{f"teacher/{kind}/pass_rate": sum(p.pass_rate for p in acc) / len(acc),
+                   f"teacher/{kind}/in_band": sum(band[0] <= p.pass_rate <= band[1] for p in acc) / len(acc)})
+
+
+def fidelity(ctx, proposals: list[Proposal], log: IterationLog) -> None:
+    """Toy world only: share of accepted proposals whose text describes their code."""
+    acc = [p for p in proposals if p.accepted]
+    if not acc or ctx.fidelity_fn is None:
+        return
+    res = ctx.fidelity_fn(ctx.executor, [(p.parsed.question, p.parsed.code, p.parsed.inputs) for p in acc])
+    for p, f in zip(acc, res):
+        p.faithful = f.faithful
+    log.add(**{f"teacher/{acc[0].kind}/fidelity": sum(f.faithful for f in res) / len(res)})
+
+
+def remember(ctx, proposals: list[Proposal]) -> None:
+    """Accepted proposals join the buffer, with provenance."""
+    for p in proposals:
+        if p.accepted:
+            ctx.buffers.add(BufferItem(
+                id=p.id, kind=p.kind, question=p.parsed.question, code=p.parsed.code,
+                inputs=[tc.args for tc in p.problem.tests],
+                outputs=[tc.expected for tc in p.problem.tests], iteration=ctx.state.iteration,
+                goalpost_id=p.anchor.goalpost_id, parent_id=p.anchor.id, axis=p.axis,
+                pass_rate=p.pass_rate))
+
+
+# ---- real tasks (RLVR and the GASP + real-data mix) --------------------------------------------
+
+def solve_real_tasks(ctx, log: IterationLog) -> list[SolveResult]:
+    k = ctx.config.student.real_tasks_per_iteration
+    if k == 0:
+        return []
+    tasks = ctx.next_real_tasks(k)
+    res = solve(ctx.engine, ctx.executor, tasks, ctx.config.student.samples_per_task, student_sampling(ctx))
+    log.add(**{"student/real/pass_rate": sum(r.c for r in res) / max(1, sum(r.n for r in res))})
+    return res
+
+
+# ---- update ------------------------------------------------------------------------------------
+
+def _rollout(c, reward: float, role: str, kind: str, group: str) -> Rollout | None:
+    if not c.token_ids or c.logprobs is None or c.prompt_token_ids is None:
+        return None
+    return Rollout(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), 0.0, role,
+                   {"kind": kind, "group": group, "reward": reward})
+
+
+def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
+           log: IterationLog) -> dict:
+    """Advantages by group, then one learner step on teacher + student rollouts; the engine
+    then receives the new weights in-process."""
+    rolls: list[Rollout] = []
+    for p in teacher:
+        r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id)
+        if r:
+            rolls.append(r)
+    cap = ctx.config.student.batch_size
+    student_rolls = []
+    for kind, res in student:
+        for c, ok in zip(res.completions, res.passed):
+            r = _rollout(c, rewards.student(ok), "student", kind, res.problem.id)
+            if r:
+                student_rolls.append(r)
+    if len(student_rolls) > cap:  # keep whole groups
+        n = ctx.config.student.samples_per_task
+        groups = [student_rolls[i:i + n] for i in range(0, len(student_rolls), n)]
+        ctx.rng.shuffle(groups)
+        student_rolls = [r for g in groups[: cap // n] for r in g]
+    rolls += student_rolls
+    if not rolls:
+        return {}
+    rs = [r.meta["reward"] for r in rolls]
+    method = ctx.config.advantage
+    if method == "trr++":
+        advs = adv_mod.task_relative_reinforce_pp(rs, [r.meta["kind"] for r in rolls], [r.role for r in rolls])
+    elif method == "grpo":
+        advs = adv_mod.grpo(rs, [(r.role, r.meta["group"]) for r in rolls])
+    else:
+        advs = adv_mod.dr_grpo(rs, [(r.role, r.meta["group"]) for r in rolls])
+    for r, a in zip(rolls, advs):
+        r.advantage = a
+    signal = [r for r in rolls if r.advantage != 0.0]
+    log.add(**{"learner/signal_share": len(signal) / len(rolls),
+               "learner/teacher_rollouts": sum(r.role == "teacher" for r in rolls),
+               "learner/student_rollouts": sum(r.role == "student" for r in rolls)})
+    if not signal:
+        return {}
+    t0 = time.perf_counter()
+    metrics = ctx.learner.step(signal)
+    ctx.engine.load_weights(ctx.learner.unwrapped.state_dict())
+    metrics["time/update_s"] = time.perf_counter() - t0
+    log.add(**metrics)
+    return metrics
+
+
+# ---- evaluation and goalposts ------------------------------------------------------------------
+
+def evaluate(ctx, log: IterationLog) -> dict:
+    """Held-out pass@1 and pass@k by depth (pass@1 alone hides diversity collapse)."""
+    e = ctx.config.eval
+    probs = ctx.eval_problems
+    res = solve(ctx.engine, ctx.executor, probs, e.n, student_sampling(ctx))
+    out = {}
+    by_depth: dict = {}
+    for r in res:
+        by_depth.setdefault(r.problem.metadata.get("depth", 0), []).append((r.n, r.c))
+    for d, counts in sorted(by_depth.items()):
+        for k in e.ks:
+            out[f"eval/d{d}/pass@{k}"] = mean_pass_at_k(counts, k)
+    for k in e.ks:
+        out[f"eval/all/pass@{k}"] = mean_pass_at_k([(r.n, r.c) for r in res], k)
+    log.add(**out)
+    return out
+
+
+def track_goalposts(ctx, label: str, log: IterationLog) -> list[float]:
+    """pass@k per goalpost for the current weights: one row of the checkpoint x goalpost matrix."""
+    k = ctx.config.eval.goalpost_k
+    gps = ctx.goalposts
+    if not gps:
+        return []
+    res = solve(ctx.engine, ctx.executor, gps, k, student_sampling(ctx))
+    row = [r.c / r.n for r in res]  # pass rate; solved means pass@k > 0, i.e. any pass
+    ctx.state.goalpost_rows.append(row)
+    ctx.state.goalpost_labels.append(label)
+    solved = sum(1 for v in row if v > 0)
+    union = sum(1 for j in range(len(gps)) if any(r[j] > 0 for r in ctx.state.goalpost_rows))
+    log.add(**{"goalposts/solved": solved, "goalposts/solved_union": union,
+               "goalposts/total": len(gps)})
+    return row
+
+
+def entropy_of(proposals: Sequence[Proposal]) -> float:
+    """Mean negative logprob per sampled token (a cheap entropy estimate of the sampler)."""
+    lps = [lp for p in proposals for lp in (p.completion.logprobs or [])]
+    return -sum(lps) / len(lps) if lps else float("nan")
+
+
+def shuffled(rng: random.Random, items: list) -> list:
+    items = list(items)
+    rng.shuffle(items)
+    return items

@@ -1,0 +1,24 @@
+"""Each loop stage as a Prefect task: a named task run per stage and iteration in the UI.
+
+Stages take live objects (model, engine, executor) as arguments, so there is no result
+persistence or input hashing (NO_CACHE); retries stay off, since a stage mutates run state
+and the flow-level resume is what makes a crash cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+_TASKS: dict[tuple[str, Callable], object] = {}
+
+
+def as_task(name: str, fn: Callable, *args):
+    key = (name, fn)
+    t = _TASKS.get(key)
+    if t is None:
+        t = task(fn, name=name, cache_policy=NO_CACHE, persist_result=False, log_prints=True)
+        _TASKS[key] = t
+    return t(*args)
