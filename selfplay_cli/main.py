@@ -5,7 +5,7 @@ import importlib
 import sys
 
 # Subcommand modules of this package; each defines register(subparsers).
-COMMANDS = ["verify", "convert", "bootstrap", "vllm_serve"]
+COMMANDS = ["verify", "convert", "bootstrap", "vllm_serve", "evaluate"]
 
 
 class CLIError(Exception):
