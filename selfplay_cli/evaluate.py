@@ -150,8 +150,10 @@ def print_summary(run, out_paths: dict, stream=None) -> None:
     if skipped or c["samples_ignored_outside_selection"]:
         console.print(f"skipped while loading: {skipped or 'none'}; samples ignored (outside the "
                       f"selection): {c['samples_ignored_outside_selection']}", highlight=False)
+    for note in d["notes"]:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
     for w in rep["warnings"]:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     console.print(f"-> {out_paths['report']}", highlight=False)
 
 

@@ -21,6 +21,7 @@ import ast
 import gzip
 import json
 import os
+import warnings
 from pathlib import Path
 
 from selfplay_core.datasets.asserts import AssertCase, Unsupported, cases_from_statements, name_is
@@ -261,9 +262,16 @@ def load_humaneval(path: str | Path | None = None, *, executor=None) -> Benchmar
 # MBPP (sanitized)
 # ------------------------------------------------------------------------------------------------
 
+def _parse_quietly(code: str) -> ast.Module:
+    # Reference code with regexes like "\w" in plain strings warns on every parse.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(code)
+
+
 def _defined_names(code: str) -> set[str]:
     try:
-        mod = ast.parse(code)
+        mod = _parse_quietly(code)
     except SyntaxError:
         return set()
     return {n.name for n in mod.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -314,7 +322,7 @@ def load_mbpp(path: str | Path | None = None, *, executor=None) -> BenchmarkSet:
         seen.add(tid)
         refs[tid] = row["code"]
         try:
-            stmts = [s for t in tests for s in ast.parse(t.strip()).body]
+            stmts = [s for t in tests for s in _parse_quietly(t.strip()).body]
         except SyntaxError as e:
             raise InputError(f"{where}: field 'test_list': does not parse ({e.msg})") from None
         defined = _defined_names(row["code"])

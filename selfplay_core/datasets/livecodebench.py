@@ -402,7 +402,12 @@ def _infer_version(paths: list[Path], sha: str) -> str:
 def _local_paths(path: Path, release: str | None) -> list[Path]:
     if path.is_dir():
         if release:
-            return [path / f for f in release_files(release)]
+            paths = [path / f for f in release_files(release)]
+            for p in paths:
+                if not p.exists():
+                    raise InputError(f"{p}: file not found ({release} reads "
+                                     f"{', '.join(release_files(release))})")
+            return paths
         found = sorted(path.glob("test*.jsonl"), key=lambda p: (len(p.name), p.name))
         if not found:
             found = sorted(path.glob("*.jsonl"))

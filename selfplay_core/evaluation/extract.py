@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 
 from selfplay_core.problems import Problem
 
@@ -58,9 +59,15 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
     return blocks
 
 
+def _parse(code: str) -> ast.Module:
+    with warnings.catch_warnings():  # invalid escapes etc. in model code: not our concern here
+        warnings.simplefilter("ignore")
+        return ast.parse(code)
+
+
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        _parse(code)
         return True
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
@@ -169,7 +176,7 @@ def strip_top_level_statements(code: str) -> str:
     run, and possibly crash, when the program is loaded. The kept lines are copied verbatim.
     Code that does not parse is returned unchanged (the executor reports it)."""
     try:
-        mod = ast.parse(code)
+        mod = _parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return code
     lines = code.splitlines(keepends=True)
