@@ -175,14 +175,29 @@ _FUNC_RE = re.compile(r"^\s*def\s+([A-Za-z_]\w*)\s*\(\s*self\b", re.M)
 
 @dataclass
 class LcbRow:
-    """One parsed row (before filtering)."""
+    """One row's cheap fields, parsed before its (possibly large) private tests are decoded, so
+    that rows outside the filters never pay for decompression."""
 
-    problem: Problem
     where: str
-    date: _dt.date | None
-    date_range: tuple[_dt.date | None, _dt.date | None]   # [lo, hi) when the exact date is unknown
+    pid: str
+    qid: str | None
+    uid: str | None
+    content: str
     platform: str | None
     difficulty: str | None
+    date: _dt.date | None
+    date_range: tuple[_dt.date | None, _dt.date | None]   # [lo, hi) when the exact date is unknown
+    starter: str
+    meta: dict
+    public: list[dict]
+    private: list[dict] | None = None                      # decoded on demand
+
+    @property
+    def kind(self) -> str | None:
+        tests = self.public or self.private or []
+        if not tests:
+            return None
+        return "call" if tests[0]["testtype"] == "functional" else "stdin"
 
 
 def _parse_date(s, where, fieldname) -> _dt.date | None:
@@ -220,20 +235,20 @@ def _opt_str(row, key, where):
 def parse_row(row: dict, where: str, *, tests: str = "all", time_limit_s: float = DEFAULT_TIME_LIMIT_S,
               memory_limit_mb: int = DEFAULT_MEMORY_MB) -> Problem | None:
     """One LCB row as a Problem (None if it has no test of the requested kind)."""
-    parsed = _parse_row(row, where, tests=tests, time_limit_s=time_limit_s,
-                        memory_limit_mb=memory_limit_mb)
-    return parsed.problem if parsed else None
+    return _to_problem(_header(row, where), row, tests=tests, time_limit_s=time_limit_s,
+                       memory_limit_mb=memory_limit_mb)
 
 
-def _parse_row(row, where, *, tests, time_limit_s, memory_limit_mb) -> LcbRow | None:
+def _header(row: dict, where: str) -> LcbRow:
     content = row.get("question_content")
     if not isinstance(content, str) or not content.strip():
         raise InputError(f"{where}: field 'question_content' missing or not a non-empty string")
     qid = row.get("question_id")
     if qid is not None and not isinstance(qid, (str, int)):
         raise InputError(f"{where}: field 'question_id' has type {type(qid).__name__}")
+    qid = None if qid in (None, "") else str(qid)
     uid = _opt_str(row, "uid", where)
-    pid = str(qid) if qid not in (None, "") else uid
+    pid = qid or uid
     if not pid:
         raise InputError(f"{where}: field 'question_id' is missing (and there is no 'uid')")
     platform = _opt_str(row, "platform", where)
@@ -249,7 +264,6 @@ def _parse_row(row, where, *, tests, time_limit_s, memory_limit_mb) -> LcbRow | 
             raise InputError(f"{where}: field 'difficulty' must be one of {', '.join(DIFFICULTIES)}, "
                              f"got {difficulty!r}")
     date = _parse_date(row.get("contest_date"), where, "contest_date")
-    starter = _opt_str(row, "starter_code", where) or ""
     meta_raw = row.get("metadata")
     if isinstance(meta_raw, str):
         try:
@@ -262,43 +276,47 @@ def _parse_row(row, where, *, tests, time_limit_s, memory_limit_mb) -> LcbRow | 
         raise InputError(f"{where}: field 'metadata' has type {type(meta_raw).__name__}")
     if not isinstance(meta, dict):
         raise InputError(f"{where}: field 'metadata' must decode to an object")
-
     public = _decode_tests(row.get("public_test_cases"), where, "public_test_cases")
-    private = _decode_tests(row.get("private_test_cases"), where, "private_test_cases")
-    chosen = {"all": public + private, "public": public, "private": private}[tests]
-    types = {t["testtype"] for t in public + private}
+    return LcbRow(where, pid, qid, uid, content, platform, difficulty, date,
+                  (date, date) if date else _range_from_split(row.get("split")),
+                  _opt_str(row, "starter_code", where) or "", meta, public)
+
+
+def _to_problem(r: LcbRow, row: dict, *, tests, time_limit_s, memory_limit_mb) -> Problem | None:
+    where = r.where
+    if r.private is None:
+        r.private = _decode_tests(row.get("private_test_cases"), where, "private_test_cases")
+    labelled = [(f"public_test_cases[{j}]", t) for j, t in enumerate(r.public)]
+    labelled += [(f"private_test_cases[{j}]", t) for j, t in enumerate(r.private)]
+    types = {t["testtype"] for _, t in labelled}
     if len(types) > 1:
         raise InputError(f"{where}: field 'public_test_cases'/'private_test_cases': mixes stdin "
                          "and functional tests")
+    chosen = [(lab, t) for lab, t in labelled if tests == "all" or lab.startswith(tests)]
     if not chosen:
         return None
-    functional = types == {"functional"}
     entry = None
-    if functional:
-        func = meta.get("func_name")
+    if types == {"functional"}:
+        func = r.meta.get("func_name")
         if not func:
-            m = _FUNC_RE.search(starter)
+            m = _FUNC_RE.search(r.starter)
             func = m.group(1) if m else None
         if not isinstance(func, str) or not func.isidentifier():
             raise InputError(f"{where}: field 'metadata.func_name': functional tests need a method "
                              "name (none in metadata or starter_code)")
         entry = f"Solution.{func}"
-    label = "public_test_cases" if tests != "private" else "private_test_cases"
-    cases = [_to_testcase(t, f"{where}: field '{label}[{j}]'") for j, t in enumerate(chosen)]
-    lo_hi = (date, date) if date else _range_from_split(row.get("split"))
-    problem = Problem(
-        id=pid, kind="call" if functional else "stdin", entry_point=entry, tests=cases,
-        time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb, prompt=content,
+    cases = [_to_testcase(t, f"{where}: field '{lab}'") for lab, t in chosen]
+    return Problem(
+        id=r.pid, kind="call" if entry else "stdin", entry_point=entry, tests=cases,
+        time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb, prompt=r.content,
         metadata={
-            "question_id": None if qid in (None, "") else str(qid), "uid": uid,
-            "platform": platform, "difficulty": difficulty,
-            "contest_date": date.isoformat() if date else None,
-            "contest_id": row.get("contest_id"), "starter_code": starter,
+            "question_id": r.qid, "uid": r.uid, "platform": r.platform,
+            "difficulty": r.difficulty, "contest_date": r.date.isoformat() if r.date else None,
+            "contest_id": row.get("contest_id"), "starter_code": r.starter,
             "title": row.get("question_title"), "split": row.get("split"),
-            "n_public": len(public), "n_private": len(private), "tests_used": tests,
+            "n_public": len(r.public), "n_private": len(r.private), "tests_used": tests,
         },
     )
-    return LcbRow(problem, where, date, lo_hi, platform, difficulty)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -336,7 +354,7 @@ def _platform_candidates(r: LcbRow) -> set[str]:
     if r.platform:
         return {r.platform}
     # LCB: LeetCode problems are exactly the functional ones.
-    return {"leetcode"} if r.problem.kind == "call" else {"atcoder", "codeforces"}
+    return {"leetcode"} if r.kind == "call" else {"atcoder", "codeforces"}
 
 
 def _as_date(v, name) -> _dt.date | None:
@@ -491,32 +509,33 @@ def load_lcb(path: str | Path | None = None, *, release: str | None = None,
     seen: dict[str, str] = {}
     n_without_private = 0
     for where, row in _read_rows(paths):
-        r = _parse_row(row, where, tests=tests, time_limit_s=time_limit_s,
-                       memory_limit_mb=memory_limit_mb)
-        if r is None:
-            pid = str(row.get("question_id") or row.get("uid") or where)
-            skipped.append(Skipped(where, f"no {tests} tests", pid))
-            excluded.add(pid)
-            continue
-        p = r.problem
-        if p.id in seen:
-            raise InputError(f"{where}: field 'question_id': duplicate id {p.id!r} "
-                             f"(first at {seen[p.id]})")
-        seen[p.id] = where
+        r = _header(row, where)
+        if r.pid in seen:
+            raise InputError(f"{where}: field 'question_id': duplicate id {r.pid!r} "
+                             f"(first at {seen[r.pid]})")
+        seen[r.pid] = where
+        if r.kind is None:  # no public test: the private ones tell the kind
+            r.private = _decode_tests(row.get("private_test_cases"), where, "private_test_cases")
         checks = (
             ("date", _date_status(r, lo, hi)),
             ("platform", _set_status(_platform_candidates(r), want_platform)),
             ("difficulty", _set_status({r.difficulty} if r.difficulty else set(DIFFICULTIES),
                                        want_difficulty)),
-            ("kind", _set_status({p.kind}, want_kind)),
+            ("kind", _set_status({r.kind} if r.kind else {"call", "stdin"}, want_kind)),
         )
-        if any(s == "out" for _, s in checks):
-            excluded.add(p.id)
+        if any(st == "out" for _, st in checks):
+            excluded.add(r.pid)
             continue
-        unknown = [name for name, s in checks if s == "unknown"]
+        unknown = [name for name, st in checks if st == "unknown"]
         if unknown:
-            skipped.append(Skipped(where, f"{'/'.join(unknown)} unknown: cannot apply the filter", p.id))
-            excluded.add(p.id)
+            skipped.append(Skipped(where, f"{'/'.join(unknown)} unknown: cannot apply the filter", r.pid))
+            excluded.add(r.pid)
+            continue
+        p = _to_problem(r, row, tests=tests, time_limit_s=time_limit_s,
+                        memory_limit_mb=memory_limit_mb)
+        if p is None:
+            skipped.append(Skipped(where, f"no {tests} tests", r.pid))
+            excluded.add(r.pid)
             continue
         if p.metadata["n_private"] == 0:
             n_without_private += 1

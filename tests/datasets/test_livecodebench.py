@@ -263,3 +263,12 @@ def test_rows_without_tests_are_counted_not_dropped(tmp_path):
     b = load_lcb(write_rows(tmp_path / "t.jsonl", rows), window="all")
     assert [p.id for p in b.problems] == ["9001", "1999_Z"]
     assert b.skipped_counts() == {"no all tests": 1} and b.skipped[0].where.endswith(":1")
+
+
+def test_private_tests_of_filtered_out_rows_are_not_decoded(tmp_path):
+    rows = official_rows()
+    rows[0]["private_test_cases"] = "bm90IHpsaWI="   # row 1 (2024-09, test window): undecodable
+    path = write_rows(tmp_path / "t.jsonl", rows)
+    assert [p.id for p in load_lcb(path, window="train").problems] == ["9001"]
+    with pytest.raises(InputError, match=r":1: field 'private_test_cases': not zlib data"):
+        load_lcb(path, window="test")
