@@ -88,9 +88,11 @@ def make_engine(model_path: str):
     except ImportError as e:
         raise CLIError(f"--model needs the hf engine (selfplay_core.engines.hf.HFEngine), which "
                        f"could not be imported: {e}. Use --samples, or install the engine.") from None
-    if hasattr(HFEngine, "from_pretrained"):
-        return HFEngine.from_pretrained(model_path)
-    return HFEngine(model_path)
+    try:
+        return HFEngine(model_path)
+    except Exception as e:  # a missing folder, a broken config, an unknown architecture
+        raise CLIError(f"--model {model_path}: could not load the model "
+                       f"({type(e).__name__}: {str(e)[:300]})") from None
 
 
 def _lcb_options(args) -> dict:

@@ -90,7 +90,11 @@ def select(bench: BenchmarkSet, ids) -> BenchmarkSet:
     """A copy of `bench` restricted to `ids` (recorded in its filters and content hash)."""
     import dataclasses
 
-    keep = _check_ids(bench.name, ids, set(bench.by_id()) | bench.excluded_ids)
+    outside = [str(i) for i in ids if str(i) in bench.excluded_ids]
+    if outside:
+        raise InputError(f"{bench.name}: problem id(s) outside the selection made by the filters "
+                         f"{ {k: v for k, v in bench.filters.items() if v} }: {', '.join(outside[:5])}")
+    keep = _check_ids(bench.name, ids, set(bench.by_id()))
     return dataclasses.replace(
         bench, problems=[p for p in bench.problems if p.id in keep],
         filters=dict(bench.filters, ids=sorted(keep)),

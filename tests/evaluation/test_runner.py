@@ -211,3 +211,11 @@ def test_harness_errors_are_retried_then_left_out(he, executor):
     run = evaluate(he, FlakyExecutor(executor), EvalConfig(ks=[3]), samples=samples3)
     assert run.report["metrics"]["pass@3"] == 1.0
     assert "pass@3 over 5 of 6 problems" in run.report["warnings"][0]
+
+
+def test_selecting_ids_outside_the_window_is_an_error():
+    with pytest.raises(InputError, match="outside the selection made by the filters"):
+        load_benchmark("lcb", window="train", ids=["abc365_a"])
+    b = load_benchmark("lcb", ids=["abc365_a", "3543"])
+    assert {p.id for p in b.problems} == {"abc365_a", "3543"}
+    assert b.filters["ids"] == ["3543", "abc365_a"] and b.content_hash != load_benchmark("lcb").content_hash
