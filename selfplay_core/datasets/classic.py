@@ -1,11 +1,12 @@
 """The original HumanEval (OpenAI) and MBPP sanitized (Google) as executor `Problem`s.
 
 Their tests are assert statements. `asserts.py` reads them statically into call tests whose
-expected values stay in the trusted parent. Seven HumanEval checks cannot be read that way
-(loops over random inputs, helper calls: HumanEval/32, 33, 38, 44, 50, 53, 151); for those we run
-the check once in the sandbox with the canonical solution as `candidate`, wrapped so that every
-call's arguments and result are recorded, and use the recorded pairs as tests (the random
-module is seeded, so the inputs are fixed and the content hash is stable). This is how evalplus
+expected values stay in the trusted parent. Eight HumanEval checks cannot be read that way
+(loops over random inputs, helper calls, tuple() wrappers: HumanEval/32, 33, 37, 38, 44, 50,
+53, 151); for those we run the check once in the sandbox with the canonical solution as
+`candidate`, wrapped so that every call's arguments and result are recorded, and use the
+recorded pairs as tests (the random module is seeded, so the inputs are fixed and the content
+hash is stable). This is how evalplus
 obtained HumanEval's base inputs; the expected values are the canonical outputs, which the
 original asserts accept (the canonical solutions pass 164/164). The recordings are cached, keyed
 by the data file's hash. An MBPP task with an unreadable assert is skipped with a reason.
@@ -18,7 +19,6 @@ extraction: a test the reference itself fails is dropped and counted, never scor
 from __future__ import annotations
 
 import ast
-import gzip
 import json
 import os
 import warnings
