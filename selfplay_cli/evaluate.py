@@ -172,8 +172,8 @@ def run(args) -> int:
         ks = parse_ks(args.k)
     except PassAtKError as e:
         raise CLIError(f"--k: {e}") from None
-    if args.n is not None and args.n < 0:
-        raise CLIError("--n must be >= 0")
+    if args.n is not None and (args.n < 0 or (args.samples and args.n == 0)):
+        raise CLIError("--n must be >= 0 (>= 1 with --samples)")
     lcb = _lcb_options(args) if args.benchmark == "lcb" else {}
     if args.benchmark != "lcb":
         _check_lcb_only(args)
