@@ -18,3 +18,13 @@ def executor():
 
     with Executor(SandboxConfig(workers=2)) as ex:
         yield ex
+
+
+@pytest.fixture(scope="session")
+def micro_model_dir(tmp_path_factory):
+    """The toy world's micro model (a real transformers checkpoint, seconds to build)."""
+    from selfplay_core.toyworld.bootstrap import MICRO_TEST_CONFIG, BootstrapConfig, bootstrap_toy_model
+
+    out = tmp_path_factory.mktemp("micro") / "model"
+    return bootstrap_toy_model(BootstrapConfig(**MICRO_TEST_CONFIG), out_dir=out, progress=False,
+                               log=lambda m: None)

@@ -122,3 +122,24 @@ def test_model_without_hf_engine_fails_clearly(tmp_path, capsys):
     code, _, err = _run(capsys, "--benchmark", "humaneval", "--model", str(tmp_path), "--ids",
                         "HumanEval/0", "--out", str(tmp_path / "o"))
     assert code == 2 and "--model needs the hf engine" in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("selfplay_core.engines.hf") is None,
+                    reason="the hf engine is not in this checkout")
+def test_model_end_to_end_with_the_hf_engine(tmp_path, capsys, micro_model_dir):
+    # A real (tiny, toy-world) checkpoint through the real engine: the mechanics are under test
+    # (prompts, sampling settings, greedy, extraction, verification, report), not the score.
+    out = tmp_path / "o"
+    code, stdout, err = _run(capsys, "--benchmark", "humaneval", "--model", str(micro_model_dir),
+                             "--ids", "HumanEval/0,HumanEval/2", "--n", "2", "--k", "1,2", "--greedy",
+                             "--max-new-tokens", "24", "--seed", "5", "--out", str(out))
+    assert code == 0, err
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["source"] == {"kind": "engine", "model": str(micro_model_dir), "engine": "HFEngine"}
+    s = rep["sampling"]
+    assert (s["n"], s["max_new_tokens"], s["seed"], s["greedy"], s["template"]["name"]) == (2, 24, 5, True, "plain")
+    assert rep["counts"]["samples"] == 6 and rep["timings"]["generate_s"] > 0
+    assert set(rep["metrics"]) == {"pass@1", "pass@2", "greedy_pass@1"}
+    lines = [json.loads(x) for x in (out / "samples.jsonl").open()]
+    assert len(lines) == 6 and all("completion" in x and x["code"] for x in lines)
+    assert {x["sample_id"] for x in lines} == {"s0", "s1", "greedy"}
