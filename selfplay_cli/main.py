@@ -5,7 +5,7 @@ import importlib
 import sys
 
 # Subcommand modules of this package; each defines register(subparsers).
-COMMANDS = ["run", "verify", "convert", "bootstrap", "vllm_serve"]
+COMMANDS = ["run", "verify", "evaluate", "convert", "bootstrap", "vllm_serve"]
 
 
 class CLIError(Exception):
