@@ -34,6 +34,9 @@ class EngineConfig(_Frozen):
     batch_size: int = Field(64, ge=1)
     vllm_url: str | None = None
     temperature: float = Field(1.0, ge=0)
+    # The teacher's own temperature (None: `temperature`). A tiny model writes faithful
+    # proposals (text matching code) far more often when sampled colder.
+    teacher_temperature: float | None = Field(None, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens_student: int = Field(96, ge=1)
     max_new_tokens_teacher: int = Field(192, ge=1)
@@ -132,6 +135,9 @@ class RunConfig(_Frozen):
     method: Literal["gasp", "azr", "rlvr", "gasp+rlvr"] = "gasp"
     seed: int = 0
     iterations: int = Field(6, ge=1)
+    # Optimizer steps per iteration over the same rollouts (PPO epochs; the ratio clip keeps
+    # later steps close to the sampling policy). AZR/GASP use 1.
+    updates_per_iteration: int = Field(1, ge=1)
     out_dir: str = "runs"
     advantage: Literal["trr++", "grpo", "dr_grpo"] = "trr++"
     model: ModelConfig = ModelConfig()

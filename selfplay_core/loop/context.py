@@ -104,7 +104,7 @@ class RunContext:
         key = f"{h.hexdigest()[:16]}-w{cfg.world.seed}-k{cfg.world.goalpost_k}"
         cache = cache_root() / "goalposts" / f"{key}.json"
         if cache.exists():
-            ids = json.loads(cache.read_text())["goalposts"]
+            ids = json.loads(cache.read_text())["ids"]
         else:
             from selfplay_core.engines.base import SamplingParams
             from selfplay_core.goalposts import engine_solver, mine_goalposts
@@ -114,7 +114,7 @@ class RunContext:
                                  k=cfg.world.goalpost_k, chunk=16)
             ids = [g.id for g in res.goalposts]
             cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({"goalposts": ids, **res.summary()}))
+            cache.write_text(json.dumps({**res.summary(), "ids": ids}))
         gps = [pool[i] for i in ids]
         if cfg.world.max_goalposts:
             gps = sorted(random.Random(f"gp-subset:{cfg.seed}").sample(gps, min(cfg.world.max_goalposts, len(gps))),

@@ -74,8 +74,14 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             "world": cfg.world.name}
     for name, split in ctx.world.splits().items():
         tags[f"data.{name}"] = f"{split.version} {split.content_hash}"
+    if cfg.tracking.artifact_store:
+        artifacts = cfg.tracking.artifact_store.rstrip("/") + "/mlflow"
+    elif cfg.tracking.mlflow_uri is None:
+        artifacts = (Path(cfg.out_dir) / "mlruns" / "artifacts").resolve().as_uri()
+    else:
+        artifacts = None  # the tracking server decides
     tracker = RunTracker(uri, cfg.tracking.experiment, run_name=run_dir.name,
-                         run_id=state.run_id, tags=tags)
+                         run_id=state.run_id, tags=tags, artifact_location=artifacts)
     state.run_id = tracker.run_id
     method = get_method(cfg.method)
     heatmap = run_dir / "goalpost_heatmap.png"

@@ -30,6 +30,7 @@ class Proposal:
     prompt: str
     completion: Completion
     id: str = ""
+    temperature: float = 1.0
     parsed: object = None           # TeacherProposal | Rejection
     problem: Problem | None = None  # set when valid: a task with executor-made expected outputs
     rejection: str | None = None

@@ -33,7 +33,8 @@ ALLOWED_IMPORTS = frozenset({"math", "collections", "itertools", "functools", "h
 
 def teacher_sampling(ctx) -> SamplingParams:
     e = ctx.config.engine
-    return SamplingParams(temperature=e.temperature, top_p=e.top_p,
+    temp = e.temperature if e.teacher_temperature is None else e.teacher_temperature
+    return SamplingParams(temperature=temp, top_p=e.top_p,
                           max_new_tokens=e.max_new_tokens_teacher, stop=TEACHER_STOP,
                           seed=ctx.next_seed())
 
@@ -56,12 +57,14 @@ def propose(ctx, anchors: Sequence[Anchor], kind: str, direction: str, n: int) -
         plan.append((a, axis, teacher_prompt(a.question, a.code, axis, direction)))
     if not plan:
         return []
-    groups = ctx.engine.generate([p for _, _, p in plan], n, teacher_sampling(ctx))
+    sp = teacher_sampling(ctx)
+    groups = ctx.engine.generate([p for _, _, p in plan], n, sp)
     out = []
     for (a, axis, prompt), comps in zip(plan, groups):
         for c in comps:
             out.append(Proposal(kind, a, axis, direction, prompt, c,
-                                id=f"it{ctx.state.iteration}/{kind}/{ctx.next_id()}"))
+                                id=f"it{ctx.state.iteration}/{kind}/{ctx.next_id()}",
+                                temperature=sp.temperature))
     return out
 
 
@@ -222,11 +225,11 @@ def solve_real_tasks(ctx, log: IterationLog) -> list[SolveResult]:
 
 # ---- update ------------------------------------------------------------------------------------
 
-def _rollout(c, reward: float, role: str, kind: str, group: str) -> Rollout | None:
+def _rollout(c, reward: float, role: str, kind: str, group: str, temperature: float) -> Rollout | None:
     if not c.token_ids or c.logprobs is None or c.prompt_token_ids is None:
         return None
     return Rollout(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), 0.0, role,
-                   {"kind": kind, "group": group, "reward": reward})
+                   {"kind": kind, "group": group, "reward": reward}, temperature=temperature)
 
 
 def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
@@ -235,14 +238,15 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
     then receives the new weights in-process."""
     rolls: list[Rollout] = []
     for p in teacher:
-        r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id)
+        r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id, p.temperature)
         if r:
             rolls.append(r)
     cap = ctx.config.student.batch_size
     student_rolls = []
     for kind, res in student:
         for c, ok in zip(res.completions, res.passed):
-            r = _rollout(c, rewards.student(ok), "student", kind, res.problem.id)
+            r = _rollout(c, rewards.student(ok), "student", kind, res.problem.id,
+                         ctx.config.engine.temperature)
             if r:
                 student_rolls.append(r)
     if len(student_rolls) > cap:  # keep whole groups
@@ -270,7 +274,8 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
     if not signal:
         return {}
     t0 = time.perf_counter()
-    metrics = ctx.learner.step(signal)
+    for _ in range(ctx.config.updates_per_iteration):
+        metrics = ctx.learner.step(signal)
     ctx.engine.load_weights(ctx.learner.unwrapped.state_dict())
     metrics["time/update_s"] = time.perf_counter() - t0
     log.add(**metrics)

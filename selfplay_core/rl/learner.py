@@ -50,6 +50,7 @@ class Rollout:
     advantage: float
     role: str = "student"
     meta: dict = field(default_factory=dict)
+    temperature: float = 1.0   # the sampling temperature: the learner scores the same policy
 
 
 def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, torch.Tensor]:
@@ -60,6 +61,8 @@ def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, to
     cmask = torch.zeros((len(seqs), width), dtype=torch.float32)
     old = torch.zeros((len(seqs), width), dtype=torch.float32)
     adv = torch.tensor([float(r.advantage) for r in rollouts], dtype=torch.float32)
+    temps = torch.tensor([float(r.temperature) if r.temperature > 0 else 1.0 for r in rollouts],
+                         dtype=torch.float32)
     for i, (r, s) in enumerate(zip(rollouts, seqs)):
         n, p = len(s), len(r.prompt_ids)
         ids[i, :n] = torch.tensor(s)
@@ -67,13 +70,17 @@ def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, to
         cmask[i, p:n] = 1.0
         old[i, p:n] = torch.tensor(r.old_logprobs, dtype=torch.float32)
     return {k: v.to(device) for k, v in
-            dict(ids=ids, attn=attn, cmask=cmask, old=old, adv=adv).items()}
+            dict(ids=ids, attn=attn, cmask=cmask, old=old, adv=adv, temps=temps).items()}
 
 
-def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = False):
+def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = False,
+                   temps: torch.Tensor | None = None):
     """Per-position logprob of each token given its prefix (position t scores token t; t=0
-    gets 0), and optionally the policy's entropy at each position."""
+    gets 0), and optionally the policy's entropy at each position. `temps` (one per row)
+    scores the temperature-scaled policy the engine sampled from."""
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+    if temps is not None:
+        logits = logits / temps.view(-1, 1, 1)
     logp_all = F.log_softmax(logits, dim=-1)
     lp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     lp = F.pad(lp, (1, 0))
@@ -135,7 +142,7 @@ class Learner:
         for start in range(0, len(rollouts), c.micro_batch_size):
             mb = rollouts[start:start + c.micro_batch_size]
             b = _pad_batch(mb, self.pad_token_id, self.accelerator.device)
-            lp, ent = token_logprobs(self.model, b["ids"], b["attn"], with_entropy=True)
+            lp, ent = token_logprobs(self.model, b["ids"], b["attn"], with_entropy=True, temps=b["temps"])
             mask = b["cmask"]
             ratio = torch.exp(lp - b["old"]) * mask
             adv = b["adv"].unsqueeze(1)
@@ -144,7 +151,7 @@ class Learner:
             kl = torch.zeros_like(pg)
             if self.ref_model is not None and c.kl_coef > 0:
                 with torch.no_grad():
-                    ref_lp, _ = token_logprobs(self.ref_model, b["ids"], b["attn"])
+                    ref_lp, _ = token_logprobs(self.ref_model, b["ids"], b["attn"], temps=b["temps"])
                 d = ref_lp - lp
                 kl = torch.exp(d) - d - 1.0  # k3 estimator, >= 0
                 per_tok = per_tok + c.kl_coef * kl
