@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/selfplay verify --problems examples/problems.jsonl --samples examples/samples.jsonl --out out/verdicts.jsonl
+	$(VENV)/bin/selfplay run --config configs/tiny-cpu.yaml
 
 test: $(STAMP)
 	$(PY) -m pytest

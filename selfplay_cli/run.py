@@ -111,4 +111,5 @@ def _print_summary(result: dict) -> None:
 
 
 def _gpu_plan(cfg) -> str | None:
-    return None
+    plan = cfg.resolved_plan()
+    return None if plan is None else "resolved plan:\n" + plan.render()

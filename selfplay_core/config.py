@@ -9,6 +9,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from selfplay_core.engines.gpu_config import GPUConfig
 from selfplay_core.rl.learner import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
 
@@ -131,6 +132,12 @@ class TrackingConfig(_Frozen):
     log_samples: int = Field(32, ge=0)       # rows per sample table per iteration
 
 
+class GPUPlanConfig(_Frozen):
+    """What the dry-run plan needs beyond the run config: the model's shape."""
+
+    model_shape: str = Field("7b", description="a Qwen2.5-Coder shape: 0.5b, 1.5b, 7b")
+
+
 class RunConfig(_Frozen):
     method: Literal["gasp", "azr", "rlvr", "gasp+rlvr"] = "gasp"
     seed: int = 0
@@ -150,9 +157,15 @@ class RunConfig(_Frozen):
     eval: EvalConfig = EvalConfig()
     sandbox: SandboxConfig = SandboxConfig()
     tracking: TrackingConfig = TrackingConfig()
+    # GPU deployment (engines.gpu_config.GPUConfig); None on the CPU default.
+    gpu: GPUConfig | None = None
+    plan: GPUPlanConfig = GPUPlanConfig()
 
     @model_validator(mode="after")
     def _combinations(self):
+        if self.gpu is not None and self.gpu.engine != self.engine.backend:
+            raise ValueError(f"gpu.engine ({self.gpu.engine}) must match engine.backend "
+                             f"({self.engine.backend})")
         if self.method == "rlvr" and self.student.real_tasks_per_iteration == 0:
             raise ValueError("method rlvr trains on real tasks only: set "
                              "student.real_tasks_per_iteration > 0")
@@ -162,6 +175,22 @@ class RunConfig(_Frozen):
         if self.engine.backend == "vllm" and self.model.path == "toy":
             raise ValueError("engine.backend vllm serves a real model: set model.path")
         return self
+
+    def resolved_plan(self):
+        """Processes, GPUs per role, batch shapes and expected memory of a GPU deployment."""
+        from selfplay_core.engines.gpu_config import QWEN25_CODER, BatchShape, resolve_plan
+
+        if self.gpu is None:
+            return None
+        if self.plan.model_shape not in QWEN25_CODER:
+            raise ValueError(f"plan.model_shape must be one of {sorted(QWEN25_CODER)}")
+        batch = BatchShape(prompts_per_step=self.student.batch_size // self.student.samples_per_task,
+                           samples_per_prompt=self.student.samples_per_task,
+                           max_prompt_len=1024,
+                           max_completion_len=max(self.engine.max_new_tokens_student,
+                                                  self.engine.max_new_tokens_teacher),
+                           micro_batch_size=self.learner.micro_batch_size)
+        return resolve_plan(self.gpu, QWEN25_CODER[self.plan.model_shape], batch)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -204,6 +233,13 @@ def _format(e: ValidationError, where: str) -> str:
     return f"{where}: " + "; ".join(parts)
 
 
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> RunConfig:
     """YAML file (or the defaults) + `key=value` overrides -> a validated RunConfig."""
     data: dict = {}
@@ -219,6 +255,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
             raise ConfigError(f"{where}: not valid YAML ({e})") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: the top level must be a mapping of keys")
+        base = data.pop("extends", None)
+        if base is not None:
+            # One file per baseline/ablation: only what differs from the file it extends.
+            parent = load_config(p.parent / str(base)).model_dump(mode="json")
+            data = _merge(parent, data)
     for item in overrides:
         key, value = parse_override(item)
         _set_path(data, key, value, where)

@@ -9,3 +9,24 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def micro_model_dir(tmp_path_factory):
+    """A very small bootstrapped toy model (seconds to train), shared by the whole session."""
+    from selfplay_core.toyworld.bootstrap import MICRO_TEST_CONFIG, BootstrapConfig, bootstrap_toy_model
+
+    out = tmp_path_factory.mktemp("micro") / "model"
+    return bootstrap_toy_model(BootstrapConfig(**MICRO_TEST_CONFIG), out_dir=out, progress=False,
+                               log=lambda m: None)
+
+
+@pytest.fixture(scope="session")
+def executor():
+    """A warm two-worker executor for tests outside tests/sandbox."""
+    from selfplay_core.sandbox import Executor, SandboxConfig
+
+    with Executor(SandboxConfig(workers=2)) as ex:
+        yield ex

@@ -65,3 +65,35 @@ def test_file_errors(tmp_path):
     bad.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(bad)
+
+
+def test_every_shipped_config_validates():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    names = sorted(p.name for p in root.glob("*.yaml"))
+    assert {"tiny-cpu.yaml", "qwen2.5-coder-7b-gasp.yaml", "azr-tiny-cpu.yaml", "rlvr-tiny-cpu.yaml"} <= set(names)
+    for name in names:
+        cfg = load_config(root / name)
+        assert cfg.iterations >= 1
+    assert load_config(root / "ablation-no-io-axis.yaml").teacher.axes == ("f",)
+    assert load_config(root / "ablation-no-io-axis.yaml").learner.lr == load_config(root / "tiny-cpu.yaml").learner.lr
+
+
+def test_dry_run_prints_the_resolved_gpu_plan():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "selfplay_cli.main", "run", "--config",
+                        "configs/qwen2.5-coder-7b-gasp.yaml", "--dry-run"], cwd=root,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for fragment in ("resolved plan:", "vllm-server", "learner", "memory per learner GPU", "fits: yes"):
+        assert fragment in r.stdout
+
+
+def test_gpu_section_must_match_the_engine():
+    with pytest.raises(ConfigError, match="gpu.engine"):
+        load_config(None, ["gpu={engine: vllm, num_gpus: 2, learner_gpus: 1, rollout_gpus: 1, launch_server: true}"])

@@ -35,11 +35,10 @@ def goalpost_heatmap(matrix: Sequence[Sequence[float]], checkpoints: Sequence[st
     solved = (m > 0).sum(axis=1)
     ax.set_title(f"{title} (last: {int(solved[-1]) if len(solved) else 0}/{len(goalposts)}; "
                  f"union: {int((m > 0).any(axis=0).sum())})", fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.025, pad=0.01, label="pass@k")
-    fig.tight_layout()
+    fig.colorbar(im, ax=ax, fraction=0.025, pad=0.01, label="pass rate over k samples")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
 

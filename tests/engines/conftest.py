@@ -12,10 +12,3 @@ def fake_vllm(tmp_path):
     yield server
     server.stop()
 
-
-@pytest.fixture(scope="session")
-def micro_model_dir(tmp_path_factory):
-    from selfplay_core.toyworld.bootstrap import MICRO_TEST_CONFIG, BootstrapConfig, bootstrap_toy_model
-
-    out = tmp_path_factory.mktemp("micro") / "model"
-    return bootstrap_toy_model(BootstrapConfig(**MICRO_TEST_CONFIG), out_dir=out, progress=False, log=lambda m: None)

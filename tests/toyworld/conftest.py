@@ -1,20 +1,4 @@
-import os
-
 import pytest
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("DO_NOT_TRACK", "true")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-
-
-
-@pytest.fixture(scope="session")
-def executor():
-    from selfplay_core.sandbox import Executor, SandboxConfig
-
-    with Executor(SandboxConfig(workers=2)) as ex:
-        yield ex
 
 
 @pytest.fixture(scope="session")
@@ -22,11 +6,3 @@ def world():
     from selfplay_core.toyworld.splits import build_world
 
     return build_world(0)
-
-
-@pytest.fixture(scope="session")
-def micro_model_dir(tmp_path_factory):
-    from selfplay_core.toyworld.bootstrap import MICRO_TEST_CONFIG, BootstrapConfig, bootstrap_toy_model
-
-    out = tmp_path_factory.mktemp("micro") / "model"
-    return bootstrap_toy_model(BootstrapConfig(**MICRO_TEST_CONFIG), out_dir=out, progress=False, log=lambda m: None)
