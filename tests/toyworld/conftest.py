@@ -28,5 +28,7 @@ def world():
 def micro_model_dir(tmp_path_factory):
     from selfplay_core.toyworld.bootstrap import MICRO_TEST_CONFIG, BootstrapConfig, bootstrap_toy_model
 
-    out = tmp_path_factory.mktemp("micro") / "model"
+    # One folder per session, shared by tests/toyworld and tests/engines: the second fixture
+    # finds the first one's finished model (bootstrap returns a complete folder as cached).
+    out = tmp_path_factory.getbasetemp() / "micro-model"
     return bootstrap_toy_model(BootstrapConfig(**MICRO_TEST_CONFIG), out_dir=out, progress=False, log=lambda m: None)
