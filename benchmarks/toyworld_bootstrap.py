@@ -127,9 +127,8 @@ def main() -> int:
         before = pass_by_depth(solve(engine, ex, held2, n_ev, ev), ks=(1, 8))[2]
         learner = AutoModelForCausalLM.from_pretrained(model_dir)
         t = time.time()
-        logs = policy_gradient(learner, engine, ex, train2,
-                               PGSettings(steps=args.rl_steps, time_budget_s=args.rl_minutes * 60,
-                                          seed=args.seed))
+        pgs = PGSettings(steps=args.rl_steps, time_budget_s=args.rl_minutes * 60, seed=args.seed)
+        logs = policy_gradient(learner, engine, ex, train2, pgs)
         rl_s = time.time() - t
         after = pass_by_depth(solve(engine, ex, held2, n_ev, ev), ks=(1, 8))[2]
         d3 = pass_by_depth(solve(engine, ex, world.eval.by_depth()[3], n_ev, ev), ks=(1, 8))[3]
@@ -143,7 +142,7 @@ def main() -> int:
                         "train_reward_last": sum(x["reward"] for x in last) / len(last),
                         "signal_share": sum(x["groups_with_signal"] for x in logs) / len(logs)}
         print(f"\nRL sanity: {len(logs)} policy-gradient steps (16 depth-2 train tasks x 8 samples, "
-              f"lr 3e-4) in {rl_s:.0f}s; train reward {report['rl']['train_reward_first']:.2f} -> "
+              f"lr {pgs.lr:g}) in {rl_s:.0f}s; train reward {report['rl']['train_reward_first']:.2f} -> "
               f"{report['rl']['train_reward_last']:.2f}; groups with signal {report['rl']['signal_share']:.0%}")
         print(f"  held-out depth-2 pass@1: {before['pass@1']:.3f} -> {after['pass@1']:.3f} "
               f"({before['tasks']} tasks x {n_ev} samples = {before['samples']} samples each; "

@@ -43,6 +43,13 @@ def run(args) -> int:
 
         path = bootstrap_toy_model(config, out_dir=args.out, force=args.force)
     else:
+        import os
+
+        # Offline, no telemetry, and room for Prefect's ephemeral server to start on a busy box.
+        for key, value in (("HF_HUB_OFFLINE", "1"), ("DO_NOT_TRACK", "true"),
+                           ("PREFECT_SERVER_ANALYTICS_ENABLED", "false"),
+                           ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")):
+            os.environ.setdefault(key, value)
         from flows.bootstrap_toy_model import bootstrap_toy_model
 
         path = bootstrap_toy_model(config=config, force=args.force, out_dir=args.out)

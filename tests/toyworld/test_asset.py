@@ -34,6 +34,7 @@ def _pass1(model_dir, world, executor):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # a full bootstrap: ~5 min idle, 13 min on a loaded 2-core box
 def test_fresh_bootstrap_reproduces_the_asset_quality(tmp_path, world, executor):
     from selfplay_core.toyworld.bootstrap import bootstrap_toy_model
 
