@@ -33,15 +33,19 @@ def small_config(model_dir, out_dir, **over):
     return load_config(None, sets)
 
 
-def test_two_gasp_iterations_through_the_prefect_flow(prefect_server, micro_model_dir, tmp_path):
+def test_two_gasp_iterations_through_the_prefect_flow(prefect_server, tmp_path):
     from mlflow.tracking import MlflowClient
     from prefect import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from safetensors.torch import load_file
 
     from flows.selfplay import selfplay
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
-    cfg = small_config(micro_model_dir, tmp_path / "runs")
+    # The committed toy checkpoint: a model that writes parseable proposals, so the teacher's
+    # rewards differ and the update has signal.
+    model_dir = ASSET_DIR
+    cfg = small_config(model_dir, tmp_path / "runs")
     state = selfplay(config=cfg, return_state=True)
     assert state.is_completed(), state
     result = state.result()
@@ -61,7 +65,7 @@ def test_two_gasp_iterations_through_the_prefect_flow(prefect_server, micro_mode
         assert stage in names, names
 
     # The weights changed.
-    before = load_file(str(Path(micro_model_dir) / "model.safetensors"))
+    before = load_file(str(Path(model_dir) / "model.safetensors"))
     after = load_file(str(Path(result["checkpoint"]) / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
