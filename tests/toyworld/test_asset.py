@@ -40,6 +40,8 @@ def test_fresh_bootstrap_reproduces_the_asset_quality(tmp_path, world, executor)
 
     fresh = bootstrap_toy_model(BootstrapConfig(), out_dir=tmp_path / "fresh", progress=False,
                                 log=lambda m: None)
+    meta = [json.loads((d / "bootstrap.json").read_text()) for d in (ASSET_DIR, fresh)]
+    assert meta[0]["corpus"] == meta[1]["corpus"]  # the same training data, token for token
     want, got = _pass1(ASSET_DIR, world, executor), _pass1(fresh, world, executor)
     # 80 / 100 tasks x 8 samples: sampling noise alone is ~0.02-0.03.
     for d in (1, 2):
