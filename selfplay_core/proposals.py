@@ -46,7 +46,9 @@ def validate_proposals(executor, proposals: Sequence[TeacherProposal | Rejection
             for k, v in enumerate(out) if v.rejection is None]
     if not todo:
         return out
-    results = [executor.run([(prob, out[k].proposal.code) for k, prob in todo]) for _ in range(runs)]
+    # Rotated runs put each program in a different worker process, i.e. under another hash seed.
+    results = [executor.run([(prob, out[k].proposal.code) for k, prob in todo], rotate=r)
+               for r in range(runs)]
     for j, (k, prob) in enumerate(todo):
         first = results[0][j]
         if not first.ok:
