@@ -13,6 +13,15 @@ os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
 import pytest  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _selfplay_cache(request):
+    """Caches (expected outputs, bootstrapped models, mined goalposts) go to pytest's cache dir,
+    not ~/.cache: reruns are fast and no test depends on a user's cache."""
+    if not os.environ.get("SELFPLAY_CACHE"):
+        os.environ["SELFPLAY_CACHE"] = str(request.config.cache.mkdir("selfplay-cache"))
+    yield
+
+
 @pytest.fixture(scope="session")
 def micro_model_dir(tmp_path_factory):
     """A very small bootstrapped toy model (seconds to train), shared by the whole session."""

@@ -1,7 +1,6 @@
 """`selfplay evaluate` end to end: samples files in, report/CSV/JSONL out, clear errors."""
 
 import csv
-import importlib.util
 import json
 
 import pytest
@@ -116,16 +115,6 @@ def test_missing_samples_file(tmp_path, capsys):
     assert code == 2 and "none.jsonl: file not found" in err
 
 
-@pytest.mark.skipif(importlib.util.find_spec("selfplay_core.engines.hf") is not None,
-                    reason="the hf engine is installed in this checkout")
-def test_model_without_hf_engine_fails_clearly(tmp_path, capsys):
-    code, _, err = _run(capsys, "--benchmark", "humaneval", "--model", str(tmp_path), "--ids",
-                        "HumanEval/0", "--out", str(tmp_path / "o"))
-    assert code == 2 and "--model needs the hf engine" in err
-
-
-@pytest.mark.skipif(importlib.util.find_spec("selfplay_core.engines.hf") is None,
-                    reason="the hf engine is not in this checkout")
 def test_model_end_to_end_with_the_hf_engine(tmp_path, capsys, micro_model_dir):
     # A real (tiny, toy-world) checkpoint through the real engine: the mechanics are under test
     # (prompts, sampling settings, greedy, extraction, verification, report), not the score.
