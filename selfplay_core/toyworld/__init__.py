@@ -17,3 +17,10 @@
 
 Goalpost mining lives in `selfplay_core.goalposts`; role prompts and parsers in `selfplay_core.roles`.
 """
+
+
+def run_default_loop(iterations: int = 2, device: str | None = None) -> dict:
+    """Hook for benchmarks/gpu_check.py: a few iterations of the default self-play loop."""
+    from selfplay_core.loop.headless import run_default_loop as run
+
+    return run(iterations=iterations, device=device)

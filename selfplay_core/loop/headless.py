@@ -1,0 +1,38 @@
+"""The loop without tracking or orchestration: for machines that have torch but not MLflow or
+Prefect (e.g. a lent accelerator running benchmarks/gpu_check.py)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+from selfplay_core.config import load_config
+from selfplay_core.loop import stages as S
+from selfplay_core.loop.context import RunContext
+from selfplay_core.loop.driver import direct
+from selfplay_core.loop.records import IterationLog
+from selfplay_core.methods import get_method
+
+
+def run_default_loop(iterations: int = 2, device: str | None = None, overrides: tuple[str, ...] = ()) -> dict:
+    """A few iterations of the embedded default (GASP on the toy world); returns key metrics.
+    The device follows torch (CUDA when available); `device` is recorded for the report."""
+    cfg = load_config(None, [f"iterations={iterations}", "eval.max_problems=40", *overrides])
+    method = get_method(cfg.method)
+    history = []
+    with tempfile.TemporaryDirectory(prefix="selfplay-headless-") as tmp:
+        ctx = RunContext(cfg, tmp)
+        try:
+            for it in range(iterations):
+                t0 = time.perf_counter()
+                log = IterationLog()
+                method.run_iteration(ctx, log, direct)
+                S.evaluate(ctx, log)
+                ctx.state.iteration = it + 1
+                keep = ("student/accepted/reward", "teacher/lemma/acceptance", "teacher/lift/acceptance",
+                        "eval/all/pass@1", "learner/tokens")
+                history.append({"iteration": it + 1, "seconds": round(time.perf_counter() - t0, 2),
+                                **{k: log.metrics[k] for k in keep if k in log.metrics}})
+        finally:
+            ctx.close()
+    return {"device": device or str(ctx.engine.device), "history": history}
