@@ -14,11 +14,13 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _selfplay_cache(request):
-    """Caches (expected outputs, bootstrapped models, mined goalposts) go to pytest's cache dir,
-    not ~/.cache: reruns are fast and no test depends on a user's cache."""
+def _selfplay_cache(request, tmp_path_factory):
+    """Caches (expected outputs, bootstrapped models, mined goalposts) go to pytest's cache dir
+    (a temp dir without the cache plugin), not ~/.cache: no test depends on a user's cache."""
     if not os.environ.get("SELFPLAY_CACHE"):
-        os.environ["SELFPLAY_CACHE"] = str(request.config.cache.mkdir("selfplay-cache"))
+        cache = getattr(request.config, "cache", None)
+        root = cache.mkdir("selfplay-cache") if cache is not None else tmp_path_factory.mktemp("selfplay-cache")
+        os.environ["SELFPLAY_CACHE"] = str(root)
     yield
 
 
