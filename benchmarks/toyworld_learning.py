@@ -74,9 +74,9 @@ def main() -> None:
             wall = time.perf_counter() - t0
             print(f"\n== {method}, seed {seed}: {args.iterations} iterations in {wall:.0f} s "
                   f"(MLflow run {res.run_id})")
-            print("step " + "".join(f"{name:>10}" for name, _ in COLUMNS))
+            print("step " + "".join(f"{name:>12}" for name, _ in COLUMNS))
             for h in res.history:
-                print(f"{h['step']:>4} " + "".join(f" {pick(h, keys)}" for _, keys in COLUMNS))
+                print(f"{h['step']:>4} " + "".join(f"   {pick(h, keys)}" for _, keys in COLUMNS))
             last = res.history[-1]
             summary[f"{method}/s{seed}"] = {
                 "wall_s": round(wall), "goalposts_solved_union": last.get("goalposts/solved_union"),
