@@ -6,6 +6,10 @@ import argparse
 import sys
 
 
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
 def add_sandbox_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sandbox")
     g.add_argument("--workers", type=int, default=None, help="parallel sandbox workers (default: CPU count)")
@@ -20,7 +24,6 @@ def sandbox_config(args):
     kw = {"backend": args.backend, "require_isolation": args.require_isolation}
     if args.workers is not None:
         if args.workers < 1:
-            from selfplay_cli.main import CLIError
             raise CLIError("--workers must be at least 1")
         kw["workers"] = args.workers
     return SandboxConfig(**kw)

@@ -22,7 +22,7 @@ def register(sub) -> None:
 def _config(args):
     from pydantic import ValidationError
 
-    from selfplay_cli.main import CLIError
+    from selfplay_cli._common import CLIError
     from selfplay_core.toyworld.bootstrap import BootstrapConfig
 
     overrides = {"seed": args.seed}

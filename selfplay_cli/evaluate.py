@@ -66,7 +66,7 @@ def _split(text):
 
 
 def _ids(spec):
-    from selfplay_cli.main import CLIError
+    from selfplay_cli._common import CLIError
 
     if not spec:
         return None
@@ -81,7 +81,7 @@ def _ids(spec):
 
 def make_engine(model_path: str):
     """The hf engine, imported only here: it pulls in torch and transformers."""
-    from selfplay_cli.main import CLIError
+    from selfplay_cli._common import CLIError
 
     try:
         from selfplay_core.engines.hf import HFEngine
@@ -96,7 +96,7 @@ def make_engine(model_path: str):
 
 
 def _lcb_options(args) -> dict:
-    from selfplay_cli.main import CLIError
+    from selfplay_cli._common import CLIError
 
     opts = {"release": args.release, "platforms": _split(args.platform),
             "difficulties": _split(args.difficulty), "tests": args.tests}
@@ -114,7 +114,7 @@ def _lcb_options(args) -> dict:
 
 
 def _check_lcb_only(args) -> None:
-    from selfplay_cli.main import CLIError
+    from selfplay_cli._common import CLIError
 
     used = [flag for flag, v in (("--release", args.release), ("--window", args.window),
                                  ("--date-from", args.date_from), ("--date-to", args.date_to),
@@ -160,7 +160,7 @@ def print_summary(run, out_paths: dict, stream=None) -> None:
 
 
 def run(args) -> int:
-    from selfplay_cli.main import CLIError
+    from selfplay_cli._common import CLIError
     from selfplay_core.datasets.registry import load_benchmark
     from selfplay_core.evaluation.passk import PassAtKError, parse_ks
     from selfplay_core.evaluation.report import write_outputs

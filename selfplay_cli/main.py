@@ -5,11 +5,12 @@ import importlib
 import sys
 
 # Subcommand modules of this package; each defines register(subparsers).
-COMMANDS = ["run", "verify", "evaluate", "convert", "bootstrap", "vllm_serve"]
+COMMANDS = ["run", "compare", "verify", "evaluate", "convert", "bootstrap", "vllm_serve"]
 
 
-class CLIError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
+# Defined in _common (not here): `python -m selfplay_cli.main` loads this file as __main__, and a
+# class defined here would then exist twice, so subcommands' errors would escape the handler.
+from selfplay_cli._common import CLIError  # noqa: E402,F401
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,7 +47,7 @@ def run(args) -> int:
     console = Console(stderr=True)
     run_dir = args.resume
     if run_dir and not (Path(run_dir) / "state.json").exists():
-        from selfplay_cli.main import CLIError
+        from selfplay_cli._common import CLIError
         raise CLIError(f"--resume {run_dir}: no state.json there (expected a run directory under {cfg.out_dir}/)")
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=console, transient=False)

@@ -44,7 +44,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from pydantic import ValidationError
 
-    from selfplay_cli.main import CLIError
+    from selfplay_cli._common import CLIError
     from selfplay_core.engines.errors import EngineError
     from selfplay_core.engines.vllm_server import ServeOptions, launch, shell_line
 

@@ -7,6 +7,7 @@ task, the default runs it directly. No Prefect import here.
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import time
@@ -168,6 +169,9 @@ def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path) -> None:
         goalpost_heatmap(st.goalpost_rows, st.goalpost_labels, st.goalpost_ids, heatmap,
                          title=f"{ctx.config.method} seed {ctx.config.seed}: goalposts solved")
         tracker.log_artifact(str(heatmap), "plots")
+        # The matrix itself, so runs can be compared (union over seeds) without their state.
+        tracker.log_text(json.dumps({"goalposts": st.goalpost_ids, "checkpoints": st.goalpost_labels,
+                                     "pass_rate": st.goalpost_rows}), "goalposts/matrix.json")
     st.metrics_logged_through = step
     st.pending_metrics = {}
     save_state(st, ctx.run_dir / "state.json")
