@@ -144,13 +144,15 @@ class FaultProxy:
                 if fault:
                     xml = (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{fault.code}</Code>"
                            f"<Message>injected</Message></Error>").encode()
+                    # Record before answering: the client may look at `seen` as soon as it has
+                    # its response.
+                    proxy.seen.append(Seen(self.command, self.path, fault.status, True))
                     self.send_response(fault.status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(xml)))
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(xml)
-                    proxy.seen.append(Seen(self.command, self.path, fault.status, True))
                     return
                 conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
                 headers = {k: v for k, v in self.headers.items()
@@ -159,6 +161,7 @@ class FaultProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+                proxy.seen.append(Seen(self.command, self.path, resp.status, False))
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length",
@@ -169,7 +172,6 @@ class FaultProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
                 conn.close()
-                proxy.seen.append(Seen(self.command, self.path, resp.status, False))
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
