@@ -69,22 +69,14 @@ def run(args) -> int:
             result = {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
                       "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
         else:
-            import tasks.stages as stages_mod
             from flows.selfplay import selfplay
+            from tasks.stages import stage_listeners
 
-            inner = stages_mod.as_task
-
-            def traced(name, fn, *a):
-                on_stage(name)
-                return inner(name, fn, *a)
-
-            stages_mod.as_task = traced
-            import flows.selfplay as flow_mod
-            flow_mod.as_task = traced
+            stage_listeners.append(on_stage)
             try:
                 result = selfplay(config=cfg, resume=bool(run_dir), run_dir=run_dir)
             finally:
-                stages_mod.as_task = flow_mod.as_task = inner
+                stage_listeners.remove(on_stage)
         progress.update(bar, completed=cfg.iterations, description=f"{cfg.method}: done")
     _print_summary(result)
     return 0

@@ -14,8 +14,13 @@ from prefect.cache_policies import NO_CACHE
 
 _TASKS: dict[tuple[str, Callable], object] = {}
 
+# Callables told the name of each stage as it starts (the CLI's progress display).
+stage_listeners: list[Callable[[str], None]] = []
+
 
 def as_task(name: str, fn: Callable, *args):
+    for listener in stage_listeners:
+        listener(name)
     key = (name, fn)
     t = _TASKS.get(key)
     if t is None:
