@@ -60,8 +60,14 @@ def test_one_azr_iteration_with_three_task_types(micro_model_dir, tmp_path):
         "tracking.run_name=azr3"])
     seen = []
 
+    groups = set()
+
     def call(name, fn, *args):
         seen.append(name)
+        if name == "update":  # (task type, role): the groups TRR++ normalizes within
+            _, teacher, student, _ = args
+            groups.update((p.kind, "proposer") for p in teacher)
+            groups.update((kind, "solver") for kind, _ in student)
         return scripting_call(name, fn, *args)
 
     summary = run_selfplay(cfg, call=call, model_dir=micro_model_dir)
@@ -72,6 +78,9 @@ def test_one_azr_iteration_with_three_task_types(micro_model_dir, tmp_path):
     for t in ("deduction", "abduction", "induction"):
         for stage in ("propose", "validate", "estimate", "score"):
             assert f"{stage}_azr_{t}" in seen
+
+    assert {("azr_deduction", "proposer"), ("azr_abduction", "proposer"), ("azr_induction", "proposer"),
+            ("azr_deduction", "solver"), ("azr_abduction", "solver")} <= groups
 
     st = json.loads((Path(summary.run_dir) / "state.json").read_text())
     metrics = st["history"][-1]
