@@ -205,7 +205,8 @@ def score(ctx, proposals: list[Proposal], band_kind: str, log: IterationLog) -> 
             log.add(**{f"teacher/{kind}/learnable": sum(0 < p.pass_rate < 1 for p in acc) / len(acc)})
         else:
             band = t.lemma_band if band_kind == "lemma" else t.lift_band
-            log.add(**{f"teacher/{kind}/in_band": sum(band[0] <= p.pass_rate <= band[1] for p in acc) / len(acc)})
+            in_band = sum(band[0] <= p.pass_rate <= band[1] for p in acc)
+            log.add(**{f"teacher/{kind}/in_band": in_band / len(acc)})
 
 
 def fidelity(ctx, proposals: list[Proposal], log: IterationLog) -> None:
@@ -228,8 +229,12 @@ def remember(ctx, proposals: list[Proposal]) -> None:
                 inputs=[tc.args for tc in p.problem.tests],
                 outputs=[tc.expected for tc in p.problem.tests], iteration=ctx.state.iteration,
                 goalpost_id=p.anchor.goalpost_id, parent_id=p.anchor.id, axis=p.axis,
-                pass_rate=p.pass_rate,
-                extra={"text": p.problem.metadata["dedupe_text"]} if "dedupe_text" in p.problem.metadata else {}))
+                pass_rate=p.pass_rate, extra=_dedupe_extra(p.problem)))
+
+
+def _dedupe_extra(problem: Problem) -> dict:
+    text = problem.metadata.get("dedupe_text")
+    return {"text": text} if text else {}
 
 
 # ---- AZR deduction / abduction: triplets (program, input, output) ------------------------------
