@@ -53,7 +53,9 @@ class BufferItem:
     extra: dict = field(default_factory=dict)
 
     def text(self) -> str:
-        return f"{self.question}\n{self.code}"
+        """What the similarity gate compares: question and code, or `extra["text"]` when the
+        task is more than that (an AZR triplet is its program and its input)."""
+        return self.extra.get("text") or f"{self.question}\n{self.code}"
 
     def to_json(self) -> dict:
         from selfplay_core.sandbox.worker import _plain
@@ -84,19 +86,25 @@ class TaskBuffer:
     def __iter__(self):
         return iter(self.items)
 
-    def nearest(self, text: str) -> tuple[float, BufferItem | None]:
-        """Highest cosine similarity of `text` to any item, and that item."""
-        if not self.items:
+    def nearest(self, text: str, kinds: Iterable[str] | None = None) -> tuple[float, BufferItem | None]:
+        """Highest cosine similarity of `text` to any item (of one of `kinds`, when given), and
+        that item."""
+        rows = list(range(len(self.items)))
+        if kinds is not None:
+            kinds = set(kinds)
+            rows = [i for i in rows if self.items[i].kind in kinds]
+        if not rows:
             return 0.0, None
         v = self.embedder([text])[0]
-        sims = self._vecs @ v
+        sims = self._vecs[rows] @ v
         j = int(np.argmax(sims))
-        return float(sims[j]), self.items[j]
+        return float(sims[j]), self.items[rows[j]]
 
-    def is_near_duplicate(self, text: str, extra: Iterable[str] = ()) -> tuple[bool, float]:
-        """Whether `text` is at least `threshold`-similar to the buffer or to `extra` texts (the
-        rest of the current batch)."""
-        best, _ = self.nearest(text)
+    def is_near_duplicate(self, text: str, extra: Iterable[str] = (),
+                          kinds: Iterable[str] | None = None) -> tuple[bool, float]:
+        """Whether `text` is at least `threshold`-similar to the buffer (its items of `kinds`,
+        when given) or to `extra` texts (the rest of the current batch)."""
+        best, _ = self.nearest(text, kinds)
         extra = list(extra)
         if extra:
             v = self.embedder([text])[0]

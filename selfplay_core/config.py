@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from selfplay_core.engines.gpu_config import GPUConfig
+from selfplay_core.roles.common import Rejection
 from selfplay_core.rl.learner import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
 
@@ -104,9 +105,32 @@ class StudentConfig(_Frozen):
 
 
 class AZRConfig(_Frozen):
+    # deduction: program + input -> output; abduction: program + output -> an input;
+    # induction: description + examples -> program. The toy model was bootstrapped on
+    # induction-like tasks only and writes no values, so the toy default is induction alone;
+    # configs/azr-full.yaml (GPU) runs all three.
+    task_types: tuple[Literal["deduction", "abduction", "induction"], ...] = ("induction",)
     references: int = Field(6, ge=0)         # K reference triplets from the buffer per prompt
-    proposals_per_iteration: int = Field(16, ge=1)
+    proposals_per_iteration: int = Field(16, ge=1)   # per task type
     extreme_reward: float = -0.5             # learnability at p in {0, 1} (AZR paper: 0)
+    # A deduction/abduction proposal whose input or output literal is longer than this is
+    # rejected (a student could not write it back).
+    max_literal_chars: int = Field(400, ge=8, le=2000)
+    # The input of the identity triplet that seeds the deduction/abduction buffers (a Python
+    # literal; the AZR paper uses 'Hello World', the toy world's programs take lists of ints).
+    seed_input: str = "[1, 2, 3]"
+
+    @model_validator(mode="after")
+    def _check(self):
+        if not self.task_types:
+            raise ValueError("azr.task_types must name at least one of deduction, abduction, induction")
+        if len(set(self.task_types)) != len(self.task_types):
+            raise ValueError(f"azr.task_types has a repeated type: {list(self.task_types)}")
+        from selfplay_core.roles.azr import parse_literal
+        if isinstance(parse_literal(self.seed_input, max_chars=self.max_literal_chars), Rejection):
+            raise ValueError(f"azr.seed_input must be a Python literal of at most "
+                             f"{self.max_literal_chars} characters, got {self.seed_input!r}")
+        return self
 
 
 class EvalConfig(_Frozen):

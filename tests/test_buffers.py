@@ -61,3 +61,14 @@ def test_diversity_and_round_trip_with_provenance():
 def test_empty_buffer():
     buf = TaskBuffer()
     assert buf.nearest("x") == (0.0, None) and buf.diversity() == 0.0
+
+
+def test_kinds_restrict_the_gate_and_extra_text_replaces_question_and_code():
+    buf = TaskBuffer()
+    buf.add(BufferItem(id="d", kind="azr_deduction", question="", code=BASE_C,
+                       extra={"text": BASE_C + "\n[1, 2, 3]"}))
+    assert buf.is_near_duplicate(BASE_C + "\n[1, 2, 3]", kinds=("azr_deduction",))[0]
+    assert buf.nearest(BASE_C + "\n[1, 2, 3]", kinds=("azr_abduction",)) == (0.0, None)
+    assert not buf.is_near_duplicate(BASE_C + "\n[1, 2, 3]", kinds=("azr_abduction",))[0]
+    back = TaskBuffer.from_json(buf.to_json())
+    assert back.items[0].text() == BASE_C + "\n[1, 2, 3]"

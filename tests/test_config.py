@@ -97,3 +97,21 @@ def test_dry_run_prints_the_resolved_gpu_plan():
 def test_gpu_section_must_match_the_engine():
     with pytest.raises(ConfigError, match="gpu.engine"):
         load_config(None, ["gpu={engine: vllm, num_gpus: 2, learner_gpus: 1, rollout_gpus: 1, launch_server: true}"])
+
+
+def test_azr_task_types_and_seed_are_checked():
+    from pathlib import Path
+
+    cfg = load_config(None, ["method=azr", "azr.task_types=[deduction, abduction, induction]"])
+    assert cfg.azr.task_types == ("deduction", "abduction", "induction")
+    assert load_config(None, []).azr.task_types == ("induction",)   # the toy default
+    with pytest.raises(ConfigError, match="azr.task_types.0"):
+        load_config(None, ["azr.task_types=[guessing]"])
+    with pytest.raises(ConfigError, match="at least one"):
+        load_config(None, ["azr.task_types=[]"])
+    with pytest.raises(ConfigError, match="repeated"):
+        load_config(None, ["azr.task_types=[abduction, abduction]"])
+    with pytest.raises(ConfigError, match="azr.seed_input"):
+        load_config(None, ["azr.seed_input=__import__('os')"])
+    full = load_config(Path(__file__).resolve().parents[1] / "configs" / "azr-full.yaml")
+    assert full.method == "azr" and set(full.azr.task_types) == {"deduction", "abduction", "induction"}

@@ -19,6 +19,8 @@ from selfplay_core.loop.records import Anchor, IterationLog, Proposal
 from selfplay_core.problems import Problem, TestCase
 from selfplay_core.rl import advantages as adv_mod
 from selfplay_core.rl.learner import Rollout
+from selfplay_core.sandbox.worker import Digest
+from selfplay_core.roles import azr as azr_role
 from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.teacher import STOP as TEACHER_STOP
 from selfplay_core.roles.teacher import parse_teacher, teacher_prompt
@@ -88,6 +90,26 @@ def _banned_import(code: str) -> str | None:
     return None
 
 
+def run_twice(ctx, items: list[tuple[Problem, str]]) -> list[tuple[object, str | None]]:
+    """Run each (problem, reference program) in two different worker processes (different hash
+    seeds): (first RunResult, None) when both runs succeed with identical outputs, else
+    (first RunResult, rejection reason)."""
+    if not items:
+        return []
+    first = ctx.executor.run(items, rotate=0)
+    second = ctx.executor.run(items, rotate=1)
+    out = []
+    for r1, r2 in zip(first, second):
+        if not r1.ok:
+            err = next((e for e in r1.errors if e), r1.detail or "")
+            out.append((r1, "reference_timeout" if err.startswith("timeout") else "reference_error"))
+        elif not r2.ok or r1.outputs != r2.outputs:
+            out.append((r1, "nondeterministic"))
+        else:
+            out.append((r1, None))
+    return out
+
+
 def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
     """Parse, then gate: allowed imports, reference runs in time, identical outputs in two worker
     processes (different hash seeds), enough distinct inputs/outputs, not a near-duplicate of
@@ -116,16 +138,11 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
                                  "kind": p.kind, "axis": p.axis})
         todo.append((p, prob))
     if todo:
-        first = ctx.executor.run([(prob, p.parsed.code) for p, prob in todo], rotate=0)
-        second = ctx.executor.run([(prob, p.parsed.code) for p, prob in todo], rotate=1)
+        runs = run_twice(ctx, [(prob, p.parsed.code) for p, prob in todo])
         batch_texts: list[str] = []
-        for (p, prob), r1, r2 in zip(todo, first, second):
-            if not r1.ok:
-                err = next((e for e in r1.errors if e), r1.detail or "")
-                reject(p, "reference_timeout" if err.startswith("timeout") else "reference_error")
-                continue
-            if not r2.ok or r1.outputs != r2.outputs:
-                reject(p, "nondeterministic")
+        for (p, prob), (r1, bad) in zip(todo, runs):
+            if bad:
+                reject(p, bad)
                 continue
             if len({repr(o) for o in r1.outputs}) < t.require_distinct_outputs:
                 reject(p, "degenerate_outputs")
@@ -183,9 +200,13 @@ def score(ctx, proposals: list[Proposal], band_kind: str, log: IterationLog) -> 
     if proposals:
         log.add(**{f"teacher/{kind}/reward": sum(p.reward for p in proposals) / len(proposals)})
     if acc:
-        band = t.lemma_band if band_kind == "lemma" else t.lift_band
-        log.add(**{f"teacher/{kind}/pass_rate": sum(p.pass_rate for p in acc) / len(acc),
-                   f"teacher/{kind}/in_band": sum(band[0] <= p.pass_rate <= band[1] for p in acc) / len(acc)})
+        log.add(**{f"teacher/{kind}/pass_rate": sum(p.pass_rate for p in acc) / len(acc)})
+        if band_kind == "azr":  # learnable: solved sometimes, not always
+            log.add(**{f"teacher/{kind}/learnable": sum(0 < p.pass_rate < 1 for p in acc) / len(acc)})
+        else:
+            band = t.lemma_band if band_kind == "lemma" else t.lift_band
+            in_band = sum(band[0] <= p.pass_rate <= band[1] for p in acc)
+            log.add(**{f"teacher/{kind}/in_band": in_band / len(acc)})
 
 
 def fidelity(ctx, proposals: list[Proposal], log: IterationLog) -> None:
@@ -208,7 +229,162 @@ def remember(ctx, proposals: list[Proposal]) -> None:
                 inputs=[tc.args for tc in p.problem.tests],
                 outputs=[tc.expected for tc in p.problem.tests], iteration=ctx.state.iteration,
                 goalpost_id=p.anchor.goalpost_id, parent_id=p.anchor.id, axis=p.axis,
-                pass_rate=p.pass_rate))
+                pass_rate=p.pass_rate, extra=_dedupe_extra(p.problem)))
+
+
+def _dedupe_extra(problem: Problem) -> dict:
+    text = problem.metadata.get("dedupe_text")
+    return {"text": text} if text else {}
+
+
+# ---- AZR deduction / abduction: triplets (program, input, output) ------------------------------
+
+def triplet_kind(task_type: str) -> str:
+    return f"azr_{task_type}"
+
+
+def _fits(ctx, prompt: str, max_new_tokens: int) -> bool:
+    limit = getattr(ctx.engine, "max_length", None)
+    tok = getattr(ctx, "tokenizer", None)
+    if not limit or tok is None:
+        return True
+    return len(tok(prompt, add_special_tokens=False)["input_ids"]) + max_new_tokens <= limit
+
+
+def reference_triplets(ctx, task_type: str, k: int) -> list[tuple[str, azr_role.Triplet]]:
+    """K reference triplets (id, triplet) from the buffer of this task type; the identity
+    triplet while that buffer is empty."""
+    kind = triplet_kind(task_type)
+    items = [b for b in ctx.buffers if b.kind == kind and b.inputs and b.outputs]
+    if not items:
+        seed = azr_role.parse_literal(ctx.config.azr.seed_input).value
+        return [("azr-seed", azr_role.Triplet.identity(seed))][: max(k, 1)]
+    picked = ctx.rng.sample(items, min(k, len(items)))
+    return [(b.id, azr_role.Triplet(b.code, list(b.inputs[0]), b.outputs[0])) for b in picked]
+
+
+def propose_triplets(ctx, task_type: str, n: int) -> list[Proposal]:
+    """n proposer prompts, each with its own K references (as many as fit the context)."""
+    kind = triplet_kind(task_type)
+    e = ctx.config.engine
+    plan = []
+    for _ in range(n):
+        refs = reference_triplets(ctx, task_type, ctx.config.azr.references)
+        prompt = azr_role.proposer_prompt(task_type, [t for _, t in refs])
+        while len(refs) > 1 and not _fits(ctx, prompt, e.max_new_tokens_teacher):
+            refs = refs[:-1]
+            prompt = azr_role.proposer_prompt(task_type, [t for _, t in refs])
+        first = refs[0] if refs else ("azr-seed", None)
+        anchor = Anchor(first[0], "", first[1].program if first[1] else azr_role.IDENTITY_PROGRAM)
+        plan.append((anchor, prompt))
+    if not plan:
+        return []
+    temp = e.temperature if e.teacher_temperature is None else e.teacher_temperature
+    sp = SamplingParams(temperature=temp, top_p=e.top_p, max_new_tokens=e.max_new_tokens_teacher,
+                        stop=azr_role.STOP, seed=ctx.next_seed())
+    groups = ctx.engine.generate([p for _, p in plan], 1, sp)
+    return [Proposal(kind, a, "", "propose", prompt, comps[0],
+                     id=f"it{ctx.state.iteration}/{kind}/{ctx.next_id()}", temperature=temp)
+            for (a, prompt), comps in zip(plan, groups)]
+
+
+def validate_triplets(ctx, task_type: str, proposals: list[Proposal], log: IterationLog) -> None:
+    """Parse (a program and one input literal), then gate: allowed imports, the program runs in
+    time and gives the same output in two worker processes, the output is a literal a student
+    could write (not too large), the student's prompt fits the model, and the task is not a
+    near-duplicate of this type's buffer or a batch-mate (or an evaluation item)."""
+    a = ctx.config.azr
+    kind = triplet_kind(task_type)
+    reasons: dict[str, int] = {}
+
+    def reject(p: Proposal, reason: str) -> None:
+        p.rejection = reason
+        reasons[reason] = reasons.get(reason, 0) + 1
+
+    todo = []
+    for p in proposals:
+        p.parsed = azr_role.parse_proposal(p.completion.text, max_chars=a.max_literal_chars)
+        if isinstance(p.parsed, Rejection):
+            reject(p, f"parse_{p.parsed.reason}")
+            continue
+        if _banned_import(p.parsed.code):
+            reject(p, "banned_import")
+            continue
+        prob = Problem(id=p.id, kind="call", entry_point="f",
+                       tests=[TestCase(args=list(p.parsed.args), has_expected=False)],
+                       time_limit_s=1.0, memory_limit_mb=256)
+        todo.append((p, prob))
+    batch_texts: list[str] = []
+    for (p, prob), (r1, bad) in zip(todo, run_twice(ctx, [(prob, p.parsed.code) for p, prob in todo])):
+        if bad:
+            reject(p, bad)
+            continue
+        out = r1.outputs[0]
+        why = (Rejection(azr_role.TOO_LARGE) if type(out) is Digest
+               else azr_role.is_literal_value(out, a.max_literal_chars))
+        if why is not None:
+            reject(p, f"output_{why.reason}")
+            continue
+        prompt = azr_role.solver_prompt(task_type, p.parsed.code, p.parsed.args, out)
+        if not _fits(ctx, prompt, ctx.config.engine.max_new_tokens_student):
+            reject(p, "too_long")
+            continue
+        text = f"{p.parsed.code}\n{azr_role.show_input(p.parsed.args)}"
+        if ctx.config.teacher.rejection_sampling:
+            if ctx.buffers.is_near_duplicate(text, batch_texts, kinds=(kind,))[0]:
+                reject(p, "near_duplicate")
+                continue
+        # Code only (no question here): a weaker gate than for induction proposals.
+        # Code only (no question here): a weaker gate than for induction proposals.
+        if ctx.contamination.is_near_duplicate(f"\n{p.parsed.code}")[0]:
+            reject(p, "eval_contamination")
+            continue
+        batch_texts.append(text)
+        prob.tests = [TestCase(args=list(p.parsed.args), expected=out)]
+        prob.prompt = prompt
+        prob.metadata = {"reference": p.parsed.code, "azr_type": task_type,
+                         "n_params": p.parsed.n_params, "dedupe_text": text,
+                         "signature": "def f(x):"}
+        p.problem = prob
+    n = len(proposals)
+    acc = sum(p.accepted for p in proposals)
+    log.add(**{f"teacher/{kind}/proposals": n, f"teacher/{kind}/accepted": acc,
+               f"teacher/{kind}/acceptance": acc / n if n else 0.0})
+    for r, c in reasons.items():
+        log.metrics[f"rejections/{kind}/{r}"] = log.metrics.get(f"rejections/{kind}/{r}", 0) + c
+
+
+def estimate_triplets(ctx, task_type: str, proposals: list[Proposal], log: IterationLog) -> None:
+    """n student samples per accepted task. Deduction: the predicted literal equals the output
+    (typed comparison, in this process: it is data). Abduction: the program, run in the sandbox
+    on the student's input, gives the output. Unparseable answers fail."""
+    acc = [p for p in proposals if p.accepted]
+    if not acc:
+        return
+    n = ctx.config.student.samples_per_task
+    e = ctx.config.engine
+    sp = SamplingParams(temperature=e.temperature, top_p=e.top_p, max_new_tokens=e.max_new_tokens_student,
+                        stop=azr_role.ANSWER_STOP, seed=ctx.next_seed())
+    groups = ctx.engine.generate([p.problem.prompt for p in acc], n, sp)
+    want = "output" if task_type == "deduction" else "input"
+    answers = [[azr_role.parse_answer(c.text, want) for c in comps] for comps in groups]
+    if task_type == "deduction":
+        passed = [[azr_role.check_deduction(ans, p.problem.tests[0].expected) for ans in row]
+                  for p, row in zip(acc, answers)]
+    else:
+        flat = [(p.problem.metadata["reference"], ans, p.problem.metadata["n_params"],
+                 p.problem.tests[0].expected) for p, row in zip(acc, answers) for ans in row]
+        ok = azr_role.check_abductions(ctx.executor, flat)
+        passed = [ok[i * n:(i + 1) * n] for i in range(len(acc))]
+    parsed = 0
+    for p, comps, row, oks in zip(acc, groups, answers, passed):
+        rej = [a.reason if isinstance(a, Rejection) else (None if ok else "wrong_answer")
+               for a, ok in zip(row, oks)]
+        parsed += sum(not isinstance(a, Rejection) for a in row)
+        p.solve = SolveResult(p.problem, comps, list(oks), rej)
+        p.pass_rate = sum(oks) / len(oks)
+    kind = triplet_kind(task_type)
+    log.add(**{f"student/{kind}/parsed": parsed / (n * len(acc))})
 
 
 # ---- real tasks (RLVR and the GASP + real-data mix) --------------------------------------------
