@@ -5,11 +5,14 @@ run holds each metric step exactly once, with the same values.
 
 The reference runs without Prefect (`--no-prefect`), the killed run and its resume through the
 CLI's default (the Prefect flow), so the test also shows that both paths compute the same run.
+The killed run also uploads its checkpoints to a checkpoint store (a local folder here), and its
+local checkpoints are deleted before the resume, which must fetch and verify the stored copy.
 The kill lands while iteration 2 is between its stages: after the Prefect log reports iteration
 1 done and iteration 2's `validate_lift` task finished, and before state.json says 2."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,9 +107,14 @@ def test_sigkill_mid_iteration_then_resume_equals_an_uninterrupted_run(tmp_path,
                tmp_path / "ref.log")
     t1 = time.monotonic()
     run_dir = kill_out / "kt"
-    run_and_kill_mid_iteration_2(cli("--config", str(config), "--set", f"out_dir={kill_out}"), env,
+    store = tmp_path / "store"
+    run_and_kill_mid_iteration_2(cli("--config", str(config), "--set", f"out_dir={kill_out}",
+                                     "--set", f"tracking.checkpoint_store={store}"), env,
                                  tmp_path / "kill.log", run_dir / "state.json")
     killed = json.loads((run_dir / "state.json").read_text())
+    # Iteration 1's checkpoint went to the store too; lose the local one: the resume fetches it.
+    assert killed["checkpoint_uri"] == str(store / killed["run_id"] / "checkpoints" / "iter-0001")
+    shutil.rmtree(run_dir / "checkpoints")
     t2 = time.monotonic()
     run_to_end(cli("--resume", str(run_dir)), env, tmp_path / "resume.log")  # config: run_dir/config.yaml
     t3 = time.monotonic()
@@ -142,6 +150,10 @@ def test_sigkill_mid_iteration_then_resume_equals_an_uninterrupted_run(tmp_path,
     assert diff <= 1e-6 and adam <= 1e-6
     assert torch.equal(ta["rng"]["torch"], tb["rng"]["torch"])
 
+    assert res["checkpoint_uri"] == str(store / res["run_id"] / "checkpoints" / "iter-0003")
+    assert (Path(res["checkpoint_uri"]) / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert "checkpoint folder not found; fetching the stored copy" in (tmp_path / "resume.log").read_text()
+
     # MLflow: every metric key has each step once, the reference's steps, the same values.
     ma = mlflow_metrics(ref_out, ref["run_id"])
     mb = mlflow_metrics(kill_out, res["run_id"])
@@ -154,3 +166,6 @@ def test_sigkill_mid_iteration_then_resume_equals_an_uninterrupted_run(tmp_path,
             want = dict(ma[k])
             assert all(abs(v - want[s]) <= 1e-9 for s, v in hist), (k, hist, ma[k])
     assert sorted(s for s, _ in mb["eval/all/pass_at_1"]) == list(range(ITERATIONS + 1))
+    from mlflow.tracking import MlflowClient
+    tags = MlflowClient(f"sqlite:///{kill_out}/mlruns/mlflow.db").get_run(res["run_id"]).data.tags
+    assert tags["checkpoint.last"] == res["checkpoint_uri"] and tags["checkpoint.iteration"] == str(ITERATIONS)
