@@ -94,13 +94,22 @@ def _fresh_run_dir(run_dir: Path) -> None:
     if not path.exists():
         return
     old = load_state(path)  # corrupt: StateError, nothing is replaced
-    if not old.finished:
+    if not (old.finished or old.iteration >= _configured_iterations(run_dir)):
         raise StateError(f"{run_dir} holds an unfinished run ({old.iteration} iterations done): "
                          f"continue it with `selfplay run --resume {run_dir}`, or start a new run "
                          "under another tracking.run_name or out_dir (or delete the folder)")
     log.warning("%s: replacing the finished run there (MLflow run %s keeps its record)", run_dir, old.run_id)
     path.unlink()
     shutil.rmtree(run_dir / CKPT_DIR, ignore_errors=True)
+
+
+def _configured_iterations(run_dir: Path) -> float:
+    """The iterations of the run saved in run_dir (for states saved before `finished` existed)."""
+    try:
+        import yaml
+        return int(yaml.safe_load((run_dir / "config.yaml").read_text())["iterations"])
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+        return float("inf")
 
 
 def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path | None = None,
@@ -118,6 +127,8 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         state = RunState()
     if resume and state.iteration >= cfg.iterations:
         log.info("run already complete (%d iterations)", state.iteration)
+    elif resume:
+        state.finished = False  # e.g. extended with --set iterations=N: unfinished until done
     if run_key is not None:
         state.run_key = run_key
     store = open_checkpoint_store(cfg) if cfg.tracking.checkpoint_store else None

@@ -222,3 +222,14 @@ def test_a_corrupt_stored_copy_is_an_error_naming_it(tmp_path):
     msg = str(e.value)
     assert str(ck.path) in msg and str(stored) in msg and "iteration 2 is the last good one" in msg
     assert not ck.path.exists()  # nothing half-fetched left behind
+
+
+def test_a_fresh_run_replaces_a_finished_one(tmp_path):
+    """Replacing happens before anything is built: the run then fails on the missing stand-in
+    model, after the old state and checkpoints are gone."""
+    cfg, run_dir, ck = make_run(tmp_path, finished=True)
+    cfg = load_config(None, [f"out_dir={tmp_path}", "tracking.run_name=r", f"model.path={tmp_path}/no-model"])
+    with pytest.raises(Exception) as e:
+        run_selfplay(cfg, run_dir=run_dir)
+    assert not isinstance(e.value, StateError)
+    assert not (run_dir / "state.json").exists() and not ck.path.exists()
