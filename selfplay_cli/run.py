@@ -31,8 +31,6 @@ def _env_defaults() -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
     from selfplay_core.config import ConfigError
     from selfplay_core.state import StateError
     from selfplay_core.storage import StorageError
