@@ -8,7 +8,7 @@ CLI's default (the Prefect flow), so the test also shows that both paths compute
 The killed run also uploads its checkpoints to a checkpoint store (a local folder here), and its
 local checkpoints are deleted before the resume, which must fetch and verify the stored copy.
 The kill lands while iteration 2 is between its stages: after the Prefect log reports iteration
-1 done and iteration 2's `validate_lift` task finished, and before state.json says 2."""
+1 done and iteration 2's `estimate_lemma` task finished, and before state.json says 2."""
 
 import json
 import os
@@ -70,7 +70,7 @@ def run_and_kill_mid_iteration_2(args: list[str], env: dict, log: Path, state: P
             assert time.monotonic() < deadline, "no sign of iteration 2:\n" + log.read_text()[-3000:]
             text = log.read_text(errors="replace")
             k = text.find("iteration 1:")
-            if k != -1 and "Task run 'validate_lift" in text[k:]:
+            if k != -1 and "Task run 'estimate_lemma" in text[k:]:
                 break
             time.sleep(0.02)
         os.kill(p.pid, signal.SIGKILL)
