@@ -189,7 +189,7 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             if on_iteration:
                 on_iteration(step, ilog.metrics)
         if store is not None:
-            store.flush()  # deliver what an outage spooled, if the endpoint is back
+            _flush(store)
         if state.iteration >= cfg.iterations and not state.finished:
             state.finished = True
             save_state(state, state_path)
@@ -201,6 +201,16 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         ctx.close()
     return RunSummary(tracker.run_id, str(run_dir), uri, str(heatmap) if heatmap.exists() else None,
                       _abs_checkpoint(run_dir, state.last_checkpoint), state.history)
+
+
+def _flush(store) -> None:
+    """Deliver what an outage spooled, if the endpoint is back; if not, the uploads stay safe in
+    the spool (a later upload to the same store, or store.flush(), delivers them)."""
+    from selfplay_core.storage import StorageUnavailable
+    try:
+        store.flush()
+    except StorageUnavailable as e:
+        log.warning("checkpoint uploads still spooled, not yet in %s: %s", store.uri, e)
 
 
 def _abs_checkpoint(run_dir: Path, ckpt: str | None) -> str | None:
