@@ -2,18 +2,24 @@
 (propose, validate, estimate, score, solve, update, evaluate, goalposts) is a Prefect task.
 
 The parameter is the whole RunConfig (a pydantic model), so the Prefect UI renders it as a form.
+
+Retries: a failed flow run is retried (`flow.retries` of the config via `for_config`, 1 by
+default); the retry resumes the run from its last complete iteration, into the same MLflow
+run. It recognises its own run by the flow run id saved in the run state (`run_key`), so a
+retry never resumes some other run that happens to live in the same folder.
 """
 
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
 
 from selfplay_core.config import RunConfig
-from selfplay_core.loop.driver import run_selfplay
+from selfplay_core.loop.driver import default_run_dir, run_selfplay, started_by
 from tasks.stages import as_task
 
 
-@flow(name="selfplay", log_prints=True)
+@flow(name="selfplay", log_prints=True, retries=1, retry_delay_seconds=10)
 def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str | None = None) -> dict:
     logger = get_run_logger()
 
@@ -22,6 +28,18 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
                 "goalposts/solved", "eval/all/pass@1")
         logger.info("iteration %d: %s", step, ", ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics))
 
-    summary = run_selfplay(config, call=as_task, run_dir=run_dir, resume=resume, on_iteration=report)
+    run_dir = run_dir or str(default_run_dir(config))
+    key = f"prefect-flow-run:{flow_run.id}" if flow_run.id else None
+    if not resume and key and flow_run.run_count > 1 and started_by(run_dir, key):
+        logger.warning("retry %d of flow run %s: resuming %s from its last complete iteration",
+                       flow_run.run_count - 1, flow_run.id, run_dir)
+        resume = True
+    summary = run_selfplay(config, call=as_task, run_dir=run_dir, resume=resume, on_iteration=report,
+                           run_key=key)
     return {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
             "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
+
+
+def for_config(config: RunConfig):
+    """The flow with the retry settings of `config` (flow.retries, flow.retry_delay_s)."""
+    return selfplay.with_options(retries=config.flow.retries, retry_delay_seconds=config.flow.retry_delay_s)

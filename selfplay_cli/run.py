@@ -14,7 +14,9 @@ def register(sub) -> None:
     p.add_argument("--config", help="YAML run config (default: built-in tiny-cpu defaults)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set learner.lr=1e-5 (repeatable)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last complete iteration")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a run from its last complete iteration (config: RUN_DIR/config.yaml "
+                   "unless --config is given; --set still applies)")
     p.add_argument("--dry-run", action="store_true", help="validate the config, print the resolved plan, exit")
     p.add_argument("--no-prefect", action="store_true", help="run the loop without Prefect (debugging)")
     p.set_defaults(func=run)
@@ -29,11 +31,26 @@ def _env_defaults() -> None:
 
 
 def run(args) -> int:
+    from selfplay_core.config import ConfigError
+    from selfplay_core.state import StateError
+    from selfplay_core.storage import StorageError
+    from selfplay_cli._common import CLIError
+
+    try:
+        return _run(args)
+    except (ConfigError, StateError, StorageError) as e:
+        raise CLIError(str(e)) from None
+
+
+def _run(args) -> int:
     from pathlib import Path
 
     from selfplay_core.config import dump_config, load_config
 
-    cfg = load_config(args.config, args.overrides)
+    config = args.config
+    if args.resume and config is None and (Path(args.resume) / "config.yaml").exists():
+        config = str(Path(args.resume) / "config.yaml")  # the run's own config
+    cfg = load_config(config, args.overrides)
     if args.dry_run:
         print(dump_config(cfg))
         plan = _gpu_plan(cfg)
@@ -46,9 +63,9 @@ def run(args) -> int:
 
     console = Console(stderr=True)
     run_dir = args.resume
-    if run_dir and not (Path(run_dir) / "state.json").exists():
-        from selfplay_cli._common import CLIError
-        raise CLIError(f"--resume {run_dir}: no state.json there (expected a run directory under {cfg.out_dir}/)")
+    if run_dir:
+        from selfplay_core.loop.driver import check_resumable
+        check_resumable(run_dir, cfg)  # StateError naming the file and the last good iteration
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=console, transient=False)
     with progress:
@@ -69,12 +86,12 @@ def run(args) -> int:
             result = {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
                       "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
         else:
-            from flows.selfplay import selfplay
+            from flows.selfplay import for_config
             from tasks.stages import stage_listeners
 
             stage_listeners.append(on_stage)
             try:
-                result = selfplay(config=cfg, resume=bool(run_dir), run_dir=run_dir)
+                result = for_config(cfg)(config=cfg, resume=bool(run_dir), run_dir=run_dir)
             finally:
                 stage_listeners.remove(on_stage)
         progress.update(bar, completed=cfg.iterations, description=f"{cfg.method}: done")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from selfplay_core.engines.gpu_config import GPUConfig
 from selfplay_core.roles.common import Rejection
@@ -154,6 +154,26 @@ class TrackingConfig(_Frozen):
     run_name: str | None = None
     artifact_store: str | None = None        # None: out_dir/artifacts; or s3://bucket/prefix
     log_samples: int = Field(32, ge=0)       # rows per sample table per iteration
+    # Every iteration's checkpoint is also uploaded here (a local folder or s3://bucket/prefix;
+    # S3 endpoint and spool from SELFPLAY_S3_ENDPOINT_URL etc.), under <mlflow run id>/checkpoints/.
+    # None: local checkpoints only (run_dir/checkpoints).
+    checkpoint_store: str | None = None
+
+    @field_validator("checkpoint_store")
+    @classmethod
+    def _store_uri(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        from selfplay_core.storage.config import parse_uri
+        parse_uri(v)  # StorageConfigError (a ValueError) saying what is wrong
+        return v
+
+
+class FlowConfig(_Frozen):
+    """The Prefect flow. A retry resumes the run from its last complete iteration."""
+
+    retries: int = Field(1, ge=0, le=10)
+    retry_delay_s: float = Field(10.0, ge=0)
 
 
 class GPUPlanConfig(_Frozen):
@@ -181,6 +201,7 @@ class RunConfig(_Frozen):
     eval: EvalConfig = EvalConfig()
     sandbox: SandboxConfig = SandboxConfig()
     tracking: TrackingConfig = TrackingConfig()
+    flow: FlowConfig = FlowConfig()
     # GPU deployment (engines.gpu_config.GPUConfig); None on the CPU default.
     gpu: GPUConfig | None = None
     plan: GPUPlanConfig = GPUPlanConfig()

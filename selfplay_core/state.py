@@ -26,10 +26,16 @@ class RunState:
     seed_counter: int = 0
     id_counter: int = 0
     real_cursor: int = 0
-    last_checkpoint: str | None = None
+    last_checkpoint: str | None = None      # checkpoint folder of `iteration` (relative to the run dir)
+    checkpoint_sha256: str | None = None    # sha256 of that folder's checkpoint_manifest.json
+    checkpoint_uri: str | None = None       # its copy in tracking.checkpoint_store, if any
+    checkpoint_key: str | None = None       # ... and the key under that store
+    run_key: str | None = None              # who started this run (a Prefect flow run): retries resume it
+    finished: bool = False                  # all configured iterations done
     metrics_logged_through: int = -1        # last iteration whose metrics reached MLflow
     pending_metrics: dict = field(default_factory=dict)  # metrics of `iteration`, until logged
     history: list = field(default_factory=list)         # per-iteration key metrics (for prints)
+    pending_samples: list = field(default_factory=list) # proposal rows of `iteration`, until logged
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -59,15 +65,27 @@ def save_state(state: RunState, path: str | Path) -> None:
 
 
 def load_state(path: str | Path) -> RunState:
+    """The saved state; StateError naming the file and the last good iteration when it is missing
+    or corrupt (a resume never silently restarts from zero)."""
     path = Path(path)
     if not path.exists():
-        raise StateError(f"{path}: run state not found (nothing to resume)")
+        raise StateError(f"{path}: run state not found, nothing to resume ({_hint(path.parent)})")
     try:
         with open(path, encoding="utf-8") as f:
-            return RunState.from_json(json.load(f))
-    except (ValueError, TypeError, KeyError) as e:
+            state = RunState.from_json(json.load(f))
+        if not isinstance(state.iteration, int) or state.iteration < 0:
+            raise ValueError(f"iteration {state.iteration!r}")
+        if state.iteration > 0 and not state.last_checkpoint:
+            raise ValueError(f"iteration {state.iteration} but no checkpoint recorded")
+        return state
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise StateError(f"{path}: run state is corrupt ({type(e).__name__}: {e}); "
-                         "refusing to restart from zero") from None
+                         f"{_hint(path.parent)}; refusing to restart from zero") from None
+
+
+def _hint(run_dir: Path) -> str:
+    from selfplay_core.loop.checkpoints import last_good_hint
+    return last_good_hint(run_dir)
 
 
 def restore_rng(rng: random.Random, state: RunState) -> None:

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from selfplay_core.buffers import TaskBuffer
 from selfplay_core.config import RunConfig
+from selfplay_core.loop.checkpoints import (
+    Checkpoint, resolve_checkpoint, restore_rng_states, rng_states, write_checkpoint,
+)
 from selfplay_core.loop.records import Anchor
 from selfplay_core.problems import Problem
 from selfplay_core.state import RunState, restore_rng
@@ -50,9 +53,11 @@ class RunContext:
         restore_rng(self.rng, self.state)
         if cfg.model.torch_threads:
             torch.set_num_threads(cfg.model.torch_threads)
-        torch.manual_seed(cfg.seed + 7919 * self.state.iteration)
+        # A fresh run seeds torch here; a resume then restores the generator states saved with
+        # its checkpoint (below), so both continue with the same random stream.
+        torch.manual_seed(cfg.seed)
         self.model_dir = Path(model_dir) if model_dir else (
-            Path(self.state.last_checkpoint) if self.state.last_checkpoint else resolve_model_dir(cfg))
+            self._resume_checkpoint() if self.state.last_checkpoint else resolve_model_dir(cfg))
         dtype = getattr(torch, cfg.model.dtype)
         self.engine = HFEngine(str(self.model_dir), batch_size=cfg.engine.batch_size, dtype=dtype)
         self.tokenizer = self.engine.tokenizer
@@ -60,7 +65,9 @@ class RunContext:
         self.learner = Learner(policy, cfg.learner, pad_token_id=self.engine.pad_id)
         trainer_state = self.model_dir / "trainer_state.pt"
         if self.state.last_checkpoint and trainer_state.exists():
-            self.learner.load_state_dict(torch.load(trainer_state, weights_only=False))
+            saved = torch.load(trainer_state, weights_only=False)
+            self.learner.load_state_dict(saved)
+            restore_rng_states(saved.get("rng"))
         self.executor = executor or Executor(cfg.sandbox)
         self._own_executor = executor is None
         self._load_world()
@@ -153,14 +160,22 @@ class RunContext:
         self.state.rng_state = self.rng.getstate()
         return self.state
 
-    def save_checkpoint(self, name: str) -> Path:
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def save_checkpoint(self, iteration: int) -> Checkpoint:
+        """checkpoints/iter-NNNN, written atomically with a manifest (loop.checkpoints)."""
         import torch
-        path = self.run_dir / "checkpoints" / name
-        model = self.learner.unwrapped
-        model.save_pretrained(path)
-        self.tokenizer.save_pretrained(path)
-        torch.save(self.learner.state_dict(), path / "trainer_state.pt")
-        return path
+
+        def save(path: Path) -> None:
+            self.learner.unwrapped.save_pretrained(path)
+            self.tokenizer.save_pretrained(path)
+            torch.save({**self.learner.state_dict(), "rng": rng_states()}, path / "trainer_state.pt")
+
+        return write_checkpoint(self.run_dir, iteration, save)
+
+    def _resume_checkpoint(self) -> Path:
+        """The state's checkpoint, verified (fetched from the checkpoint store if the local copy is
+        gone or damaged); StateError naming the file and the last good iteration otherwise."""
+        return resolve_checkpoint(self.run_dir, self.state, self.config)
 
     def close(self) -> None:
         if self._own_executor:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -17,10 +18,15 @@ from typing import Callable
 
 from selfplay_core.config import RunConfig, dump_config
 from selfplay_core.loop import stages as S
+from selfplay_core.loop.checkpoints import DIR as CKPT_DIR
+from selfplay_core.loop.checkpoints import (
+    checkpoint_name, open_checkpoint_store, resolve_checkpoint, store_key, upload,
+)
+from selfplay_core.loop.checkpoints import prune as prune_checkpoints
 from selfplay_core.loop.context import RunContext
 from selfplay_core.loop.records import IterationLog
 from selfplay_core.methods import get_method
-from selfplay_core.state import RunState, load_state, save_state
+from selfplay_core.state import RunState, StateError, load_state, save_state
 from selfplay_core.tracking.mlflow_run import RunTracker, local_tracking_uri
 from selfplay_core.tracking.plots import goalpost_heatmap
 
@@ -60,19 +66,79 @@ def _timed(call, timings):
     return wrapped
 
 
+def default_run_dir(cfg: RunConfig) -> Path:
+    return Path(cfg.out_dir) / (cfg.tracking.run_name or f"{cfg.method}-s{cfg.seed}")
+
+
+def started_by(run_dir: str | Path, run_key: str) -> bool:
+    """Whether `run_dir` holds a run started under `run_key` (so a retry of the same Prefect flow
+    run resumes it, while a different run there is never resumed by accident). A corrupt state
+    raises StateError rather than answering no."""
+    path = Path(run_dir) / "state.json"
+    return path.exists() and load_state(path).run_key == run_key
+
+
+def check_resumable(run_dir: str | Path, cfg: RunConfig) -> RunState:
+    """Before anything heavy starts: the state loads and its checkpoint verifies (or is fetched
+    from the checkpoint store). StateError naming the file and the last good iteration."""
+    run_dir = Path(run_dir)
+    state = load_state(run_dir / "state.json")
+    if state.last_checkpoint:
+        resolve_checkpoint(run_dir, state, cfg)
+    return state
+
+
+def _fresh_run_dir(run_dir: Path) -> None:
+    """A new run may replace a finished run's folder, never an unfinished one's."""
+    path = run_dir / "state.json"
+    if not path.exists():
+        return
+    old = load_state(path)  # corrupt: StateError, nothing is replaced
+    if not (old.finished or old.iteration >= _configured_iterations(run_dir)):
+        raise StateError(f"{run_dir} holds an unfinished run ({old.iteration} iterations done): "
+                         f"continue it with `selfplay run --resume {run_dir}`, or start a new run "
+                         "under another tracking.run_name or out_dir (or delete the folder)")
+    log.warning("%s: replacing the finished run there (MLflow run %s keeps its record)", run_dir, old.run_id)
+    path.unlink()
+    shutil.rmtree(run_dir / CKPT_DIR, ignore_errors=True)
+
+
+def _configured_iterations(run_dir: Path) -> float:
+    """The iterations of the run saved in run_dir (for states saved before `finished` existed)."""
+    try:
+        import yaml
+        return int(yaml.safe_load((run_dir / "config.yaml").read_text())["iterations"])
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+        return float("inf")
+
+
 def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path | None = None,
                  resume: bool = False, executor=None, model_dir: str | Path | None = None,
-                 on_iteration: Callable[[int, dict], None] | None = None) -> RunSummary:
-    run_dir = Path(run_dir or Path(cfg.out_dir) / (cfg.tracking.run_name or f"{cfg.method}-s{cfg.seed}"))
+                 on_iteration: Callable[[int, dict], None] | None = None,
+                 run_key: str | None = None) -> RunSummary:
+    """Run (or with `resume`, continue) the self-play loop in `run_dir`. `run_key` names who runs
+    it (the flow passes its flow run id) and is saved in the state, see `started_by`."""
+    run_dir = Path(run_dir or default_run_dir(cfg))
     state_path = run_dir / "state.json"
-    state = load_state(state_path) if resume else RunState()
+    if resume:
+        state = load_state(state_path)
+    else:
+        _fresh_run_dir(run_dir)
+        state = RunState()
     if resume and state.iteration >= cfg.iterations:
         log.info("run already complete (%d iterations)", state.iteration)
+    elif resume:
+        state.finished = False  # e.g. extended with --set iterations=N: unfinished until done
+    if run_key is not None:
+        state.run_key = run_key
+    store = open_checkpoint_store(cfg) if cfg.tracking.checkpoint_store else None
     ctx = RunContext(cfg, run_dir, state, executor=executor, model_dir=model_dir)
     uri = cfg.tracking.mlflow_uri or local_tracking_uri(str(Path(cfg.out_dir) / "mlruns"))
     tags = {"method": cfg.method, "seed": str(cfg.seed), "git_sha": _git_sha(),
             "executor.backend": cfg.sandbox.backend, "executor.isolation": ctx.executor.isolation,
             "world": cfg.world.name}
+    if store is not None:
+        tags["checkpoint.store"] = store.uri
     for name, split in ctx.world.splits().items():
         tags[f"data.{name}"] = f"{split.version} {split.content_hash}"
     if cfg.tracking.artifact_store:
@@ -81,14 +147,20 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         artifacts = (Path(cfg.out_dir) / "mlruns" / "artifacts").resolve().as_uri()
     else:
         artifacts = None  # the tracking server decides
-    tracker = RunTracker(uri, cfg.tracking.experiment, run_name=run_dir.name,
-                         run_id=state.run_id, tags=tags, artifact_location=artifacts)
+    try:
+        tracker = RunTracker(uri, cfg.tracking.experiment, run_name=run_dir.name,
+                             run_id=state.run_id, tags=tags, artifact_location=artifacts)
+    except BaseException:
+        ctx.close()
+        raise
     state.run_id = tracker.run_id
     method = get_method(cfg.method)
     heatmap = run_dir / "goalpost_heatmap.png"
     try:
+        # From here on a resume (or a retry of the flow) continues this MLflow run.
+        save_state(ctx.snapshot_state(), state_path)
         tracker.log_params(cfg.model_dump(mode="json"))
-        _log_pending(ctx, tracker, heatmap)  # a resume first completes what a crash cut short
+        _log_pending(ctx, tracker, heatmap, resuming=True)  # complete what a crash cut short
         if state.iteration == 0 and state.metrics_logged_through < 0:
             (run_dir / "config.yaml").write_text(dump_config(cfg))
             tracker.log_artifact(str(run_dir / "config.yaml"))
@@ -96,7 +168,7 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             call("evaluate", S.evaluate, ctx, base)
             call("goalposts", S.track_goalposts, ctx, "base", base)
             base.add(**{"buffer/size": 0})
-            _finish_iteration(ctx, tracker, base, heatmap, step=0)
+            _finish_iteration(ctx, tracker, base, heatmap, step=0, store=store)
         for it in range(state.iteration, cfg.iterations):
             t0 = time.perf_counter()
             ilog = IterationLog()
@@ -113,9 +185,14 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
                                    "buffer/size": len(ctx.buffers),
                                    "buffer/diversity": ctx.buffers.diversity(),
                                    "teacher/entropy": S.entropy_of(ilog.proposals)})
-            _finish_iteration(ctx, tracker, ilog, heatmap, step)
+            _finish_iteration(ctx, tracker, ilog, heatmap, step, store=store)
             if on_iteration:
                 on_iteration(step, ilog.metrics)
+        if store is not None:
+            _flush(store)
+        if state.iteration >= cfg.iterations and not state.finished:
+            state.finished = True
+            save_state(state, state_path)
         tracker.finish("FINISHED")
     except BaseException:
         tracker.finish("FAILED")
@@ -123,7 +200,24 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
     finally:
         ctx.close()
     return RunSummary(tracker.run_id, str(run_dir), uri, str(heatmap) if heatmap.exists() else None,
-                      state.last_checkpoint, state.history)
+                      _abs_checkpoint(run_dir, state.last_checkpoint), state.history)
+
+
+def _flush(store) -> None:
+    """Deliver what an outage spooled, if the endpoint is back; if not, the uploads stay safe in
+    the spool (a later upload to the same store, or store.flush(), delivers them)."""
+    from selfplay_core.storage import StorageUnavailable
+    try:
+        store.flush()
+    except StorageUnavailable as e:
+        log.warning("checkpoint uploads still spooled, not yet in %s: %s", store.uri, e)
+
+
+def _abs_checkpoint(run_dir: Path, ckpt: str | None) -> str | None:
+    if ckpt is None:
+        return None
+    p = Path(ckpt)
+    return str(p if p.is_absolute() else run_dir / p)
 
 
 def _student_metrics(ilog: IterationLog) -> None:
@@ -136,35 +230,44 @@ def _student_metrics(ilog: IterationLog) -> None:
 
 
 def _finish_iteration(ctx: RunContext, tracker: RunTracker, ilog: IterationLog, heatmap: Path,
-                      step: int) -> None:
-    """Checkpoint, then the state (atomic), then MLflow: a crash between two of these leaves a
-    state that a resume completes without duplicating any metric step."""
+                      step: int, store=None) -> None:
+    """Checkpoint (atomic, new folder), upload it (spooled in an outage), then the state (atomic,
+    pointing at it), then drop the previous checkpoint, then MLflow. A crash between two of these
+    leaves a state that a resume continues, or completes, without duplicating a metric step."""
     st = ctx.state
     if step > 0:
-        ckpt = ctx.save_checkpoint("last")
-        st.last_checkpoint = str(ckpt)
+        ckpt = ctx.save_checkpoint(step)
+        st.last_checkpoint = ckpt.path.relative_to(ctx.run_dir).as_posix()
+        st.checkpoint_sha256 = ckpt.manifest_sha256
         st.iteration = step
+        if store is not None:
+            st.checkpoint_key = store_key(st.run_id, step)
+            st.checkpoint_uri = upload(store, ckpt, st.checkpoint_key)
     keep = {k: v for k, v in ilog.metrics.items() if isinstance(v, (int, float))}
     st.history.append({"step": step, **{k: keep[k] for k in sorted(keep) if k.split("/")[0] in
                                         ("student", "teacher", "goalposts", "eval")}})
     st.pending_metrics = keep
+    st.pending_samples = [_proposal_row(p) for p in ilog.proposals][: ctx.config.tracking.log_samples]
     save_state(ctx.snapshot_state(), ctx.run_dir / "state.json")
+    if step > 0:
+        prune_checkpoints(ctx.run_dir, keep=ckpt.path)
     _log_pending(ctx, tracker, heatmap)
-    rows = [_proposal_row(p) for p in ilog.proposals][: ctx.config.tracking.log_samples]
-    if rows:
-        tracker.log_table(rows, f"samples/proposals_step{step:04d}.json")
 
 
-def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path) -> None:
-    """Log the saved metrics of the last complete iteration unless MLflow already has them
-    (a crash can fall between logging and recording that we logged)."""
+def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path, resuming: bool = False) -> None:
+    """Log the saved metrics (and artifacts) of the last complete iteration unless MLflow already
+    has them: a crash can fall between logging and recording that we logged, so a resume logs
+    only the keys that have no value at this step yet."""
     st = ctx.state
     step = st.iteration
-    if st.metrics_logged_through >= step or not st.pending_metrics:
+    if st.metrics_logged_through >= step or not (st.pending_metrics or st.pending_samples):
         return
-    probe = next(iter(st.pending_metrics))
-    if not any(s == step for s, _ in tracker.metric_history(probe.replace("@", "_at_"))):
-        tracker.log_metrics(st.pending_metrics, step=step)
+    metrics = st.pending_metrics
+    if resuming:
+        metrics = {k: v for k, v in metrics.items() if not any(
+            s == step for s, _ in tracker.metric_history(k.replace("@", "_at_")))}
+    if metrics:
+        tracker.log_metrics(metrics, step=step)
     if st.goalpost_rows:
         goalpost_heatmap(st.goalpost_rows, st.goalpost_labels, st.goalpost_ids, heatmap,
                          title=f"{ctx.config.method} seed {ctx.config.seed}: goalposts solved")
@@ -172,8 +275,18 @@ def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path) -> None:
         # The matrix itself, so runs can be compared (union over seeds) without their state.
         tracker.log_text(json.dumps({"goalposts": st.goalpost_ids, "checkpoints": st.goalpost_labels,
                                      "pass_rate": st.goalpost_rows}), "goalposts/matrix.json")
+    if step > 0 and st.last_checkpoint:
+        where = st.checkpoint_uri or _abs_checkpoint(ctx.run_dir, st.last_checkpoint)
+        tracker.set_tags({"checkpoint.last": where, "checkpoint.iteration": str(step)})
+        tracker.log_text(json.dumps({"iteration": step, "uri": st.checkpoint_uri,
+                                     "local": _abs_checkpoint(ctx.run_dir, st.last_checkpoint),
+                                     "manifest_sha256": st.checkpoint_sha256}),
+                         f"checkpoints/{checkpoint_name(step)}.json")
+    if st.pending_samples:
+        tracker.log_table(st.pending_samples, f"samples/proposals_step{step:04d}.json")
     st.metrics_logged_through = step
     st.pending_metrics = {}
+    st.pending_samples = []
     save_state(st, ctx.run_dir / "state.json")
 
 
