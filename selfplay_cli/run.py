@@ -29,17 +29,32 @@ def _env_defaults() -> None:
 
 
 def run(args) -> int:
+    from selfplay_cli._common import CLIError
+    from selfplay_core.config import ConfigError
+    from selfplay_core.engines.errors import EngineError
+
+    try:
+        return _run(args)
+    except (ConfigError, EngineError) as e:  # one line, before or instead of a traceback
+        raise CLIError(str(e)) from None
+
+
+def _run(args) -> int:
     from pathlib import Path
 
     from selfplay_core.config import dump_config, load_config
+    from selfplay_core.loop.engine_setup import check_server, describe_setup, launches_server
 
     cfg = load_config(args.config, args.overrides)
     if args.dry_run:
         print(dump_config(cfg))
+        print(describe_setup(cfg))
         plan = _gpu_plan(cfg)
         if plan:
             print(plan)
         return 0
+    if cfg.engine.backend == "vllm" and not launches_server(cfg):
+        check_server(cfg)  # before Prefect, MLflow or the model start
     _env_defaults()
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -103,5 +118,10 @@ def _print_summary(result: dict) -> None:
 
 
 def _gpu_plan(cfg) -> str | None:
-    plan = cfg.resolved_plan()
+    from selfplay_core.config import ConfigError
+
+    try:
+        plan = cfg.resolved_plan()
+    except ValueError as e:
+        raise ConfigError(f"gpu plan: {e}") from None
     return None if plan is None else "resolved plan:\n" + plan.render()

@@ -197,3 +197,34 @@ def prompt_fits(cfg, tokenizer, limit: int | None):
         return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + budget <= limit
 
     return fits
+
+
+def describe_setup(cfg) -> str:
+    """What `selfplay run --dry-run` says about the engine and the world."""
+    e, w = cfg.engine, cfg.world
+    if e.backend == "hf":
+        engine = f"engine: hf (transformers in the learner process, batch {e.batch_size}); " \
+                 "weights copied in place after every update"
+    else:
+        want = cfg.gpu.weight_sync if cfg.gpu is not None else "auto"
+        sync = ("auto (nccl when trl+vllm+CUDA import in the learner, else lora for a LoRA "
+                "learner, else filesystem)" if want == "auto" else want)
+        if launches_server(cfg):
+            served = e.served_model_dir or "RUN_DIR/served_model"
+            where = (f"started by the run (`selfplay vllm-serve`, log RUN_DIR/vllm-server.log; "
+                     f"filesystem sync serves {served})")
+        else:
+            where = "already running (checked before the run starts)"
+        engine = (f"engine: vllm server at {e.vllm_url}, {where}; weight sync after every "
+                  f"update: {sync}")
+    if w.name == "toy":
+        world = "world: toy (synthetic tasks; goalposts mined from the depth-3/4 pool)"
+    else:
+        data = w.data or (f"hub release {w.lcb_release}" if w.lcb_release else
+                          "$SELFPLAY_DATA/livecodebench (public tests)")
+        gps = f"goalposts from {w.goalposts}" if w.goalposts else \
+            f"goalposts mined with pass@{w.goalpost_k} = 0"
+        world = (f"world: lcb from {data}; {gps} among LCB problems before 2024-08-01 (also the "
+                 f"real training split); eval: {', '.join(w.eval_sets)} (LCB window "
+                 "2024-08-01..2025-02-01)")
+    return f"{engine}\n{world}"
