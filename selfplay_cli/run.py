@@ -31,14 +31,15 @@ def _env_defaults() -> None:
 
 
 def run(args) -> int:
+    from selfplay_cli._common import CLIError
     from selfplay_core.config import ConfigError
+    from selfplay_core.engines.errors import EngineError
     from selfplay_core.state import StateError
     from selfplay_core.storage import StorageError
-    from selfplay_cli._common import CLIError
 
     try:
         return _run(args)
-    except (ConfigError, StateError, StorageError) as e:
+    except (ConfigError, EngineError, StateError, StorageError) as e:  # one line, no traceback
         raise CLIError(str(e)) from None
 
 
@@ -46,6 +47,7 @@ def _run(args) -> int:
     from pathlib import Path
 
     from selfplay_core.config import dump_config, load_config
+    from selfplay_core.loop.engine_setup import check_server, describe_setup, launches_server
 
     config = args.config
     if args.resume and config is None and (Path(args.resume) / "config.yaml").exists():
@@ -53,10 +55,13 @@ def _run(args) -> int:
     cfg = load_config(config, args.overrides)
     if args.dry_run:
         print(dump_config(cfg))
+        print(describe_setup(cfg))
         plan = _gpu_plan(cfg)
         if plan:
             print(plan)
         return 0
+    if cfg.engine.backend == "vllm" and not launches_server(cfg):
+        check_server(cfg)  # before Prefect, MLflow or the model start
     _env_defaults()
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -120,5 +125,10 @@ def _print_summary(result: dict) -> None:
 
 
 def _gpu_plan(cfg) -> str | None:
-    plan = cfg.resolved_plan()
+    from selfplay_core.config import ConfigError
+
+    try:
+        plan = cfg.resolved_plan()
+    except ValueError as e:
+        raise ConfigError(f"gpu plan: {e}") from None
     return None if plan is None else "resolved plan:\n" + plan.render()

@@ -42,21 +42,71 @@ class EngineConfig(_Frozen):
     top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens_student: int = Field(96, ge=1)
     max_new_tokens_teacher: int = Field(192, ge=1)
+    # vllm: the local folder the server serves, which filesystem weight sync rewrites after every
+    # update (None: run_dir/served_model when the run launches the server itself).
+    served_model_dir: str | None = None
+    request_timeout_s: float = Field(600.0, gt=0)   # vllm: one generation request
+    server_wait_s: float = Field(900.0, gt=0)       # vllm: a server the run launches must be up by then
 
     @model_validator(mode="after")
     def _vllm_needs_url(self):
         if self.backend == "vllm" and not self.vllm_url:
             raise ValueError("engine.vllm_url is required when engine.backend is 'vllm' "
                              "(start one with `selfplay vllm-serve`)")
+        if self.vllm_url is not None and not self.vllm_url.startswith(("http://", "https://")):
+            raise ValueError(f"engine.vllm_url must look like http://HOST:PORT, got {self.vllm_url!r}")
         return self
 
 
+EVAL_SET_ALIASES = {"lcb": "lcb", "humanevalplus": "humanevalplus", "humaneval+": "humanevalplus",
+                    "mbppplus": "mbppplus", "mbpp+": "mbppplus"}
+
+
 class WorldConfig(_Frozen):
+    """Where tasks come from. `toy`: the synthetic world (loop/worlds.py ToyWorld). `lcb`: the
+    real-data world (RealWorld): goalposts mined from LiveCodeBench problems before the
+    evaluation window, real training tasks = the same pre-window problems, held-out evaluation =
+    the LCB window plus `eval_sets`."""
+
     name: Literal["toy", "lcb"] = "toy"
     seed: int = 0
-    data: str | None = None                  # LCB JSONL (default: ../shared/data)
+    # lcb: a LiveCodeBench JSONL file or a folder of official testN.jsonl files (default: the
+    # public-tests file under $SELFPLAY_DATA or ../shared/data); with `lcb_release` and no
+    # `data`, that release from the Hugging Face hub (private tests included).
+    data: str | None = None
+    lcb_release: str | None = None
+    eval_sets: tuple[str, ...] = ("lcb",)    # lcb, humanevalplus (humaneval+), mbppplus (mbpp+)
+    prompt_template: str | None = None       # real problems: plain | instruct | FILE (default per set)
     goalpost_k: int = Field(64, ge=1)        # mined goalposts have pass@k = 0 for the base model
     max_goalposts: int | None = Field(None, ge=1)
+    # Mine from a subset of the pool (None: all of it).
+    max_goalpost_candidates: int | None = Field(None, ge=1)
+    # A goalpost-set JSON written by mining (run_dir/goalposts.json): use it instead of mining.
+    goalposts: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("eval_sets"), (list, tuple)):
+            out = []
+            for name in data["eval_sets"]:
+                key = EVAL_SET_ALIASES.get(str(name).lower())
+                if key is None:
+                    raise ValueError(f"eval_sets: unknown set {name!r}; choose from "
+                                     "lcb, humanevalplus (humaneval+), mbppplus (mbpp+)")
+                if key not in out:
+                    out.append(key)
+            data = {**data, "eval_sets": tuple(out)}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.name == "lcb" and not self.eval_sets:
+            raise ValueError("world.eval_sets must name at least one set (lcb, humanevalplus, mbppplus)")
+        if self.name == "toy" and (self.data or self.lcb_release):
+            raise ValueError("world.data / world.lcb_release are for world 'lcb'; the toy world "
+                             "is generated")
+        return self
 
 
 class TeacherConfig(_Frozen):
@@ -219,6 +269,10 @@ class RunConfig(_Frozen):
                              "student.real_tasks_per_iteration > 0")
         if self.engine.backend == "vllm" and self.model.path == "toy":
             raise ValueError("engine.backend vllm serves a real model: set model.path")
+        if self.gpu is not None and self.gpu.server_url and self.engine.vllm_url \
+                and self.gpu.server_url.rstrip("/") != self.engine.vllm_url.rstrip("/"):
+            raise ValueError(f"gpu.server_url ({self.gpu.server_url}) and engine.vllm_url "
+                             f"({self.engine.vllm_url}) name different servers; set one")
         return self
 
     def resolved_plan(self):

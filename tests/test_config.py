@@ -1,8 +1,13 @@
 """Run configs: defaults validate, overrides apply, and every bad config is one clear error."""
 
+from pathlib import Path
+
 import pytest
 
 from selfplay_core.config import ConfigError, RunConfig, dump_config, load_config
+
+
+ROOT_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def test_defaults_are_the_embedded_toy_run():
@@ -44,7 +49,23 @@ BAD = [
     (["sandbox.backend=podman"], "sandbox.backend"),
     (["learner=3"], "learner"),
     (["noequals"], "expected key=value"),
+    (["world.name=lcb", "world.eval_sets=[lcb, apps]"], "world: eval_sets: unknown set 'apps'"),
+    (["world.data=/x.jsonl"], "world.data / world.lcb_release are for world 'lcb'"),
+    (["engine.vllm_url=localhost:8000"], "engine.vllm_url must look like http://HOST:PORT"),
 ]
+
+
+def test_real_data_world_keys_and_eval_set_aliases():
+    cfg = load_config(None, ["world.name=lcb", "world.eval_sets=[lcb, humaneval+, mbpp+, lcb]",
+                             "world.goalposts=runs/x/goalposts.json"])
+    assert cfg.world.eval_sets == ("lcb", "humanevalplus", "mbppplus")
+    assert cfg.world.goalposts == "runs/x/goalposts.json"
+    gpu = load_config(ROOT_CONFIGS / "qwen2.5-coder-7b-gasp.yaml")
+    assert gpu.world.name == "lcb" and gpu.engine.backend == "vllm" and gpu.gpu.launch_server
+    assert gpu.world.eval_sets == ("lcb", "humanevalplus", "mbppplus")
+    with pytest.raises(ConfigError, match="gpu.server_url .* and engine.vllm_url .* name different"):
+        load_config(ROOT_CONFIGS / "qwen2.5-coder-7b-gasp.yaml",
+                    ["gpu.server_url=http://10.0.0.2:8000", "gpu.launch_server=false"])
 
 
 @pytest.mark.parametrize("overrides,fragment", BAD)

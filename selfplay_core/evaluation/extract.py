@@ -188,3 +188,16 @@ def strip_top_level_statements(code: str) -> str:
                 start = min(d.lineno for d in node.decorator_list) - 1
             keep.append("".join(lines[start:node.end_lineno]))
     return "\n".join(k.rstrip("\n") + "\n" for k in keep) if keep else code
+
+
+def program_from_completion(completion: str, problem: Problem, *, prompt: str = "",
+                            completes_prompt: bool = False, benchmark: str | None = None) -> str:
+    """The program the executor runs for one completion: extract the code (`prompt` is the text a
+    base-model completion continues, used when `completes_prompt`), put it in the benchmark's
+    harness (`build_program`), and for call problems drop top-level demo code that models append
+    (prints, asserts, a __main__ block) and that would run, and possibly crash, at load time;
+    stdin programs keep their top level."""
+    code = extract_code(completion, entry_point=problem.entry_point,
+                        prompt_prefix=prompt if completes_prompt else "")
+    program = build_program(problem, code, benchmark=benchmark)
+    return strip_top_level_statements(program) if problem.kind == "call" else program

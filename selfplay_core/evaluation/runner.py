@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 from selfplay_core.datasets.benchmark import BenchmarkSet
 from selfplay_core.engines.base import Completion, Engine, SamplingParams
-from selfplay_core.evaluation.extract import build_program, extract_code, strip_top_level_statements
+from selfplay_core.evaluation.extract import build_program, program_from_completion
 from selfplay_core.evaluation.passk import PassAtKError, pass_at_k, pass_at_ks
 from selfplay_core.evaluation.prompts import PromptTemplate, get_template
 from selfplay_core.problems import InputError, Problem, Sample, SampleVerdict, Verdict
@@ -113,12 +113,8 @@ def _check_shape(outs, n_prompts: int, n: int) -> None:
 
 
 def _program_from(c: Completion, p: Problem, prompt: str, template: PromptTemplate, bench: str) -> str:
-    code = extract_code(c.text, entry_point=p.entry_point,
-                        prompt_prefix=prompt if template.completes_prompt else "")
-    program = build_program(p, code, benchmark=bench)
-    # Models append demo code (prints, asserts, a __main__ block); for call problems it would run
-    # at load time and could crash a correct solution. stdin programs keep their top level.
-    return strip_top_level_statements(program) if p.kind == "call" else program
+    return program_from_completion(c.text, p, prompt=prompt, completes_prompt=template.completes_prompt,
+                                   benchmark=bench)
 
 
 def _generate_and_verify(bench, engine: Engine, cfg: EvalConfig, template, executor, progress,

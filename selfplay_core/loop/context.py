@@ -3,8 +3,6 @@ state) built from a RunConfig, plus the small stateful helpers the stages share.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import random
 from pathlib import Path
@@ -41,7 +39,7 @@ class RunContext:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from selfplay_core.engines.hf import HFEngine
+        from selfplay_core.loop import engine_setup as E
         from selfplay_core.rl.learner import Learner
         from selfplay_core.sandbox import Executor
 
@@ -59,18 +57,38 @@ class RunContext:
         self.model_dir = Path(model_dir) if model_dir else (
             self._resume_checkpoint() if self.state.last_checkpoint else resolve_model_dir(cfg))
         dtype = getattr(torch, cfg.model.dtype)
-        self.engine = HFEngine(str(self.model_dir), batch_size=cfg.engine.batch_size, dtype=dtype)
-        self.tokenizer = self.engine.tokenizer
+        self._vllm = None
+        if cfg.engine.backend == "vllm":
+            if not E.launches_server(cfg):
+                E.check_server(cfg)  # before the model loads: a missing server fails at once
+            from transformers import AutoTokenizer
+            self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
+        else:
+            self.engine = E.make_hf_engine(cfg, self.model_dir)
+            self.tokenizer = self.engine.tokenizer
         policy = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=dtype)
-        self.learner = Learner(policy, cfg.learner, pad_token_id=self.engine.pad_id)
+        accelerator = None
+        if cfg.gpu is not None:  # dtype/precision, gradient checkpointing, LoRA of the GPU plan
+            from selfplay_core.rl.gpu import make_accelerator, prepare_for
+            policy, accelerator = prepare_for(policy, cfg.gpu), make_accelerator(cfg.gpu)
+        self.learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(self.tokenizer),
+                               accelerator=accelerator)
         trainer_state = self.model_dir / "trainer_state.pt"
         if self.state.last_checkpoint and trainer_state.exists():
             saved = torch.load(trainer_state, weights_only=False)
             self.learner.load_state_dict(saved)
             restore_rng_states(saved.get("rng"))
+        if cfg.engine.backend == "vllm":
+            self._vllm = E.VLLMSetup(cfg, self.learner.unwrapped, self.tokenizer, self.run_dir,
+                                     self.model_dir, resume=bool(self.state.last_checkpoint))
+            self.engine = self._vllm.engine
         self.executor = executor or Executor(cfg.sandbox)
         self._own_executor = executor is None
-        self._load_world()
+        try:
+            self._load_world()
+        except BaseException:
+            self.close()
+            raise
         self.buffers = TaskBuffer.from_json(self.state.buffer, threshold=cfg.teacher.similarity_threshold)
         self.contamination = TaskBuffer(threshold=cfg.teacher.similarity_threshold)
         for p in self.eval_problems:
@@ -79,54 +97,24 @@ class RunContext:
 
     # ---- world ------------------------------------------------------------------------------
     def _load_world(self) -> None:
+        """Eval problems, real training tasks and goalposts from the configured world
+        (loop/worlds.py); goalposts are mined for the starting model, or kept on resume."""
+        from selfplay_core.loop.worlds import build_world, select_goalposts
+
         cfg = self.config
+        fits = None
         if cfg.world.name != "toy":
-            raise NotImplementedError("world 'lcb' runs on GPU deployments; the CPU default is 'toy'")
-        from selfplay_core.toyworld.fidelity import proposal_fidelity
-        from selfplay_core.toyworld.splits import build_world
-
-        self.world = build_world(cfg.world.seed)
-        self.fidelity_fn = proposal_fidelity
-        ev = self.world.eval.problems
-        if cfg.eval.max_problems:
-            r = random.Random(f"eval-subset:{cfg.world.seed}")
-            ev = sorted(r.sample(ev, min(cfg.eval.max_problems, len(ev))), key=lambda p: p.id)
-        self.eval_problems: list[Problem] = ev
-        self.real_tasks: list[Problem] = list(self.world.train.problems)
-        random.Random(f"real-order:{cfg.seed}").shuffle(self.real_tasks)
-        self.goalposts = self._goalposts()
+            from selfplay_core.loop.engine_setup import context_length, prompt_fits
+            fits = prompt_fits(cfg, self.tokenizer, context_length(cfg, self.engine, self.model_dir))
+        self.world = build_world(cfg, executor=self.executor, fits=fits)
+        self.fidelity_fn = self.world.fidelity_fn
+        self.decontaminator = self.world.decontaminator
+        self.eval_problems: list[Problem] = self.world.eval_problems
+        self.real_tasks: list[Problem] = self.world.real_tasks
+        self.goalposts = select_goalposts(self.world, cfg, engine=self.engine, executor=self.executor,
+                                          model_dir=self.model_dir, known_ids=self.state.goalpost_ids,
+                                          run_dir=self.run_dir)
         self.state.goalpost_ids = [g.id for g in self.goalposts]
-
-    def _goalposts(self) -> list[Problem]:
-        """Mined, not decreed: pool tasks with pass@k = 0 for the starting model (cached)."""
-        cfg = self.config
-        pool = {p.id: p for p in self.world.goalpost_pool.problems}
-        if self.state.goalpost_ids:
-            return [pool[i] for i in self.state.goalpost_ids]
-        from selfplay_core.toyworld.bootstrap import cache_root
-        weights = sorted(self.model_dir.glob("*.safetensors"))
-        h = hashlib.sha256()
-        for w in weights:
-            h.update(w.read_bytes())
-        key = f"{h.hexdigest()[:16]}-w{cfg.world.seed}-k{cfg.world.goalpost_k}"
-        cache = cache_root() / "goalposts" / f"{key}.json"
-        if cache.exists():
-            ids = json.loads(cache.read_text())["ids"]
-        else:
-            from selfplay_core.engines.base import SamplingParams
-            from selfplay_core.goalposts import engine_solver, mine_goalposts
-            sp = SamplingParams(temperature=cfg.engine.temperature, top_p=cfg.engine.top_p,
-                                max_new_tokens=cfg.engine.max_new_tokens_student, seed=cfg.world.seed)
-            res = mine_goalposts(list(pool.values()), [engine_solver(self.engine, self.executor, sp)],
-                                 k=cfg.world.goalpost_k, chunk=16)
-            ids = [g.id for g in res.goalposts]
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({**res.summary(), "ids": ids}))
-        gps = [pool[i] for i in ids]
-        if cfg.world.max_goalposts:
-            gps = sorted(random.Random(f"gp-subset:{cfg.seed}").sample(gps, min(cfg.world.max_goalposts, len(gps))),
-                         key=lambda p: p.id)
-        return gps
 
     # ---- helpers the stages share ------------------------------------------------------------
     def next_seed(self) -> int:
@@ -149,6 +137,8 @@ class RunContext:
                 for b in (self.rng.choice(items) for _ in range(k))]
 
     def next_real_tasks(self, k: int) -> list[Problem]:
+        if not self.real_tasks:
+            return []
         out = []
         for _ in range(k):
             out.append(self.real_tasks[self.state.real_cursor % len(self.real_tasks)])
@@ -177,6 +167,23 @@ class RunContext:
         gone or damaged); StateError naming the file and the last good iteration otherwise."""
         return resolve_checkpoint(self.run_dir, self.state, self.config)
 
+    def push_weights(self) -> dict:
+        """After a learner update: the engine gets the new weights (copied in place for hf,
+        pushed to the server for vllm). Returns metrics of the push."""
+        model = self.learner.unwrapped
+        if self._vllm is not None:
+            return self._vllm.push(model, self.tokenizer)
+        if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):  # LoRA: merged tensors under the base model's names
+            from selfplay_core.engines.vllm import iter_sync_tensors
+            self.engine.load_weights({n: t for n, t in iter_sync_tensors(model)})
+        else:
+            self.engine.load_weights(model.state_dict())
+        return {}
+
     def close(self) -> None:
-        if self._own_executor:
+        if getattr(self, "_own_executor", False):
             self.executor.close()
+            self._own_executor = False
+        if getattr(self, "_vllm", None) is not None:
+            self._vllm.close()
+            self._vllm = None

@@ -136,7 +136,7 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
     uri = cfg.tracking.mlflow_uri or local_tracking_uri(str(Path(cfg.out_dir) / "mlruns"))
     tags = {"method": cfg.method, "seed": str(cfg.seed), "git_sha": _git_sha(),
             "executor.backend": cfg.sandbox.backend, "executor.isolation": ctx.executor.isolation,
-            "world": cfg.world.name}
+            "world": cfg.world.name, "engine": cfg.engine.backend}
     if store is not None:
         tags["checkpoint.store"] = store.uri
     for name, split in ctx.world.splits().items():

@@ -153,7 +153,7 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
                 if dup:
                     reject(p, "near_duplicate")
                     continue
-            if ctx.contamination.is_near_duplicate(text)[0]:
+            if ctx.contamination.is_near_duplicate(text)[0] or _overlaps_eval(ctx, p.parsed.question):
                 reject(p, "eval_contamination")
                 continue
             batch_texts.append(text)
@@ -166,6 +166,12 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
                f"teacher/{kind}/acceptance": acc / n if n else 0.0})
     for r, c in reasons.items():
         log.metrics[f"rejections/{kind}/{r}"] = log.metrics.get(f"rejections/{kind}/{r}", 0) + c
+
+
+def _overlaps_eval(ctx, question: str) -> bool:
+    """Real-data worlds: the question shares too many word 8-grams with an evaluation item."""
+    dec = getattr(ctx, "decontaminator", None)
+    return dec is not None and dec.check(question).contaminated
 
 
 # ---- estimate + score --------------------------------------------------------------------------
@@ -411,7 +417,7 @@ def _rollout(c, reward: float, role: str, kind: str, group: str, temperature: fl
 def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
            log: IterationLog) -> dict:
     """Advantages by group, then one learner step on teacher + student rollouts; the engine
-    then receives the new weights in-process."""
+    then receives the new weights (in place for hf, pushed to the server for vllm)."""
     rolls: list[Rollout] = []
     for p in teacher:
         r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id, p.temperature)
@@ -452,7 +458,7 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
     t0 = time.perf_counter()
     for _ in range(ctx.config.updates_per_iteration):
         metrics = ctx.learner.step(signal)
-    ctx.engine.load_weights(ctx.learner.unwrapped.state_dict())
+    metrics.update(ctx.push_weights())
     metrics["time/update_s"] = time.perf_counter() - t0
     log.add(**metrics)
     return metrics
@@ -461,17 +467,21 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
 # ---- evaluation and goalposts ------------------------------------------------------------------
 
 def evaluate(ctx, log: IterationLog) -> dict:
-    """Held-out pass@1 and pass@k by depth (pass@1 alone hides diversity collapse)."""
+    """Held-out pass@1 and pass@k by group (pass@1 alone hides diversity collapse): by depth in
+    the toy world (eval/d3/...), by evaluation set in a real-data world (eval/lcb/...,
+    eval/humanevalplus/...); eval/all/... over every problem."""
     e = ctx.config.eval
     probs = ctx.eval_problems
     res = solve(ctx.engine, ctx.executor, probs, e.n, student_sampling(ctx))
     out = {}
-    by_depth: dict = {}
+    groups: dict = {}
     for r in res:
-        by_depth.setdefault(r.problem.metadata.get("depth", 0), []).append((r.n, r.c))
-    for d, counts in sorted(by_depth.items()):
+        meta = r.problem.metadata
+        key = meta.get("eval_set") or f"d{meta.get('depth', 0)}"
+        groups.setdefault(key, []).append((r.n, r.c))
+    for g, counts in sorted(groups.items()):
         for k in e.ks:
-            out[f"eval/d{d}/pass@{k}"] = mean_pass_at_k(counts, k)
+            out[f"eval/{g}/pass@{k}"] = mean_pass_at_k(counts, k)
     for k in e.ks:
         out[f"eval/all/pass@{k}"] = mean_pass_at_k([(r.n, r.c) for r in res], k)
     log.add(**out)

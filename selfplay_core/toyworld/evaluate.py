@@ -1,7 +1,9 @@
 """Sampling the student on problems and verifying in the executor: pass counts per problem.
 
 Works for any engine and any call-kind `Problem` whose `prompt` is the question and whose
-`metadata["signature"]` is the function header shown to the student.
+`metadata["signature"]` is the function header shown to the student, and for benchmark problems
+(`metadata["benchmark"]`: LCB stdin/LeetCode, HumanEval+, MBPP+), which are posed and read as
+`selfplay evaluate` does (see `roles.student`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from dataclasses import dataclass, field
 from selfplay_core.engines.base import Completion, SamplingParams
 from selfplay_core.problems import Problem, Sample
 from selfplay_core.roles.common import Rejection
-from selfplay_core.roles.student import STOP, parse_student, student_prompt
+from selfplay_core.roles.student import (REAL_STOP, STOP, is_real_problem, parse_student,
+                                         real_student_program, real_student_prompt, student_prompt)
 from selfplay_core.toyworld.metrics import mean_pass_at_k
 
 
@@ -32,18 +35,33 @@ class SolveResult:
 
 
 def student_prompt_for(problem: Problem) -> str:
+    if is_real_problem(problem):
+        return real_student_prompt(problem)
     return student_prompt(problem.prompt or "", problem.metadata.get("signature", f"def {problem.entry_point}(x):"))
 
 
-def _with_student_stops(sampling: SamplingParams) -> SamplingParams:
+def _with_student_stops(sampling: SamplingParams, stops=STOP) -> SamplingParams:
     return SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
                           max_new_tokens=sampling.max_new_tokens,
-                          stop=tuple(dict.fromkeys(sampling.stop + STOP)), seed=sampling.seed)
+                          stop=tuple(dict.fromkeys(sampling.stop + stops)), seed=sampling.seed)
 
 
 def solve(engine, executor, problems: list[Problem], n: int, sampling: SamplingParams) -> list[SolveResult]:
-    """n student samples per problem, each verified (unparseable output counts as a fail)."""
-    comps = engine.generate([student_prompt_for(p) for p in problems], n, _with_student_stops(sampling))
+    """n student samples per problem, each verified (unparseable output counts as a fail).
+    `def f(x)` tasks and benchmark problems differ in prompt and stop strings, so a mixed list
+    takes one generate call per kind."""
+    real = [is_real_problem(p) for p in problems]
+    if not any(real):
+        comps = engine.generate([student_prompt_for(p) for p in problems], n, _with_student_stops(sampling))
+        return score(executor, problems, comps)
+    comps: list = [None] * len(problems)
+    for kind, stops in ((False, STOP), (True, REAL_STOP)):
+        idx = [i for i, r in enumerate(real) if r == kind]
+        if idx:
+            out = engine.generate([student_prompt_for(problems[i]) for i in idx], n,
+                                  _with_student_stops(sampling, stops))
+            for i, cs in zip(idx, out):
+                comps[i] = cs
     return score(executor, problems, comps)
 
 
@@ -52,13 +70,18 @@ def score(executor, problems: list[Problem], completions: list[list[Completion]]
     results, jobs = [], []
     for p, cs in zip(problems, completions):
         sig = p.metadata.get("signature", f"def {p.entry_point}(x):")
+        real = is_real_problem(p)
         res = SolveResult(p, cs, [False] * len(cs), [None] * len(cs))
         for j, c in enumerate(cs):
-            parsed = parse_student(c.text, sig, p.entry_point or "f")
-            if isinstance(parsed, Rejection):
-                res.rejections[j] = parsed.reason
+            if real:
+                program = real_student_program(p, c.text)
             else:
-                jobs.append((res, j, p, parsed.code))
+                parsed = parse_student(c.text, sig, p.entry_point or "f")
+                program = parsed if isinstance(parsed, Rejection) else parsed.code
+            if isinstance(program, Rejection):
+                res.rejections[j] = program.reason
+            else:
+                jobs.append((res, j, p, program))
         results.append(res)
     verdicts = executor.verify([(p, Sample(p.id, j, code)) for _, j, p, code in jobs])
     for (res, j, _, _), v in zip(jobs, verdicts):

@@ -18,6 +18,12 @@ logprob is derived from its id. Shapes and field names follow vLLM's answers:
   POST /v1/load_lora_adapter        plain text "Success: ..."
   POST /sleep?level=N, /wake_up     200
 
+Scripted mode (loop tests): `FakeVLLM(script=fn, tokenizer=tok)` answers each sample with
+`fn(prompt, k)` (k = the sample's index) instead of characters, and counts tokens with a real
+tokenizer (`tok(text)["input_ids"]`), so a learner in the test process can train on the token ids
+and the completions can carry code. Every `reload_weights` is recorded with the folder's files and
+the sha256 of its weight files at that moment (`FakeVLLM.reloads`).
+
 Failure modes for tests (`FakeVLLM.mode`): "ok", "hang" (accept, never answer), "error500"
 (vLLM-style error body), "malformed" (200 with invalid JSON), "wrong_count" (one choice missing),
 "nan_logprob", "no_token_ids", "reset_refused" (/reset_prefix_cache answers success false). Run standalone as `python fake_vllm_server.py serve MODEL --port P`
@@ -46,14 +52,38 @@ def _sample_chars(prompt: str, k: int, seed, greedy: bool, length: int) -> str:
     return "".join("abcdefghij klmnop\nqrstuvwxyz"[b % 28] for b in digest[:length])
 
 
+def toy_loop_script(prompt: str, k: int) -> str:
+    """Scripted answers for a self-play loop on the toy prompt formats (roles/teacher.py,
+    roles/student.py): a teacher prompt gets a valid proposal "Return x plus N." (N from the
+    prompt and k, so proposals differ); a student prompt for such a task gets the right body
+    for even k and a wrong one for odd k (pass rate 1/2: in the lemma band, reward signal in
+    every student group); anything else a wrong body."""
+    import re
+
+    if "### Variant:" in prompt:
+        n = int(hashlib.sha256(f"{prompt}|{k}".encode()).hexdigest(), 16) % 900 + 2
+        return (f"### Task\nReturn x plus {n}.\n### Solution\ndef f(x):\n    return x + {n}\n"
+                "### Inputs\n1\n2\n3\n4\n### End\n")
+    m = re.search(r"Return x plus (\d+)\.", prompt)
+    if m and k % 2 == 0:
+        return f"    return x + {m.group(1)}\n<|endoftext|>"
+    return "    return 0\n<|endoftext|>"
+
+
+SCRIPTS = {"toy-loop": toy_loop_script}
+
+
 def logprob_of(token_id: int) -> float:
     return -((token_id % 7) + 1) / 10.0
 
 
 class FakeVLLM:
     def __init__(self, model: str = "fake-model", served_dir: str | None = None,
-                 port: int = 0, host: str = "127.0.0.1"):
+                 port: int = 0, host: str = "127.0.0.1", script=None, tokenizer=None):
         self.model = model
+        self.script = script          # (prompt, k) -> completion text; None: characters
+        self.tokenizer = tokenizer    # None: one character per token (id = ord)
+        self.events_path: str | None = None  # standalone: reloads appended here as JSON lines
         self.served_dir = served_dir
         self.mode = "ok"
         self.requests: list[tuple[str, str, dict | None]] = []
@@ -128,7 +158,12 @@ class FakeVLLM:
                 return 400, {"error": {"message": f"unsupported rpc {body}"}}
             folder = Path(self.served_dir) if self.served_dir else None
             files = sorted(f.name for f in folder.iterdir()) if folder and folder.is_dir() else []
-            self.reloads.append({"files": files, "time": time.time()})
+            weights = {f: hashlib.sha256((folder / f).read_bytes()).hexdigest()
+                       for f in files if f.endswith(".safetensors")}
+            self.reloads.append({"files": files, "weights_sha256": weights, "time": time.time()})
+            if self.events_path:
+                with open(self.events_path, "a") as f:
+                    f.write(json.dumps({"reload": self.reloads[-1]}) + "\n")
             return 200, {"results": [None]}
         if method == "POST" and path == "/reset_prefix_cache":
             return 200, {"success": self.mode != "reset_refused"}
@@ -156,8 +191,11 @@ class FakeVLLM:
         choices = []
         for p_i, prompt in enumerate(prompts):
             for k in range(n):
-                text = _sample_chars(prompt + (name if name != self.model else ""), k,
-                                     body.get("seed"), greedy, max_tokens)
+                if self.script is not None:
+                    text = self.script(prompt, k)
+                else:
+                    text = _sample_chars(prompt + (name if name != self.model else ""), k,
+                                         body.get("seed"), greedy, max_tokens)
                 finish, stop_reason = "length", None
                 for s in stops:
                     at = text.find(s)
@@ -167,16 +205,21 @@ class FakeVLLM:
                     at = text.find(stop_reason)
                     # vLLM: the text stops before the stop string, the token ids include the
                     # tokens that completed it.
-                    ids = [ord(c) for c in text[:at + len(stop_reason)]]
+                    ids = self.encode(text[:at + len(stop_reason)])
                     text, finish = text[:at], "stop"
                 else:
-                    ids = [ord(c) for c in text]
+                    ids = self.encode(text)
+                    if self.script is not None:
+                        finish = "stop"
+                if len(ids) > max_tokens:  # only scripted text can be longer
+                    ids = ids[:max_tokens]
+                    text, finish = self.decode(ids), "length"
                 lps = [logprob_of(t) for t in ids]
                 if self.mode == "nan_logprob" and lps:
                     lps[0] = float("nan")
                 choice = {
                     "index": p_i * n + k, "text": text, "finish_reason": finish,
-                    "stop_reason": stop_reason, "prompt_token_ids": [ord(c) for c in prompt],
+                    "stop_reason": stop_reason, "prompt_token_ids": self.encode(prompt),
                     "token_ids": ids,
                     "logprobs": {"tokens": [f"token_id:{t}" for t in ids], "token_logprobs": lps,
                                  "top_logprobs": [{f"token_id:{t}": lp} for t, lp in zip(ids, lps)],
@@ -196,6 +239,16 @@ class FakeVLLM:
             pass
         return 200, body
 
+    def encode(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            return [ord(c) for c in text]
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        if self.tokenizer is None:
+            return "".join(chr(i) for i in ids)
+        return self.tokenizer.decode(ids)
+
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> "FakeVLLM":
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -213,7 +266,9 @@ class FakeVLLM:
 
 def main(argv: list[str]) -> int:
     """Standalone: `fake_vllm_server.py [-m vllm.entrypoints.cli.main] serve MODEL --port P ...`
-    (accepts and ignores the other flags vLLM takes). FAKE_VLLM_EXIT=N exits at once with N."""
+    (accepts and ignores the other flags vLLM takes). FAKE_VLLM_EXIT=N exits at once with N.
+    FAKE_VLLM_SCRIPT=toy-loop answers with `toy_loop_script`, tokenized by the tokenizer saved in
+    MODEL; FAKE_VLLM_EVENTS=FILE records each weight reload as a JSON line."""
     import os
 
     if os.environ.get("FAKE_VLLM_EXIT"):
@@ -231,7 +286,14 @@ def main(argv: list[str]) -> int:
         json.dump({"argv": argv, "env": {k: v for k, v in os.environ.items()
                                          if k.startswith("VLLM")}}, f)
     time.sleep(delay)
-    fake = FakeVLLM(model=model, served_dir=model, port=port, host=host)
+    script, tokenizer = SCRIPTS.get(os.environ.get("FAKE_VLLM_SCRIPT", "")), None
+    if script is not None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model)
+    fake = FakeVLLM(model=model, served_dir=model, port=port, host=host, script=script,
+                    tokenizer=tokenizer)
+    fake.events_path = os.environ.get("FAKE_VLLM_EVENTS")
     print(f"fake vllm serving {model} on {fake.url}", flush=True)
     try:
         fake.server.serve_forever()
