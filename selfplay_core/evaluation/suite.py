@@ -87,8 +87,15 @@ def resolve_checkpoint(checkpoint: str, work_dir: str | Path) -> Path:
         if checkpoint.startswith("s3://"):
             root, key = _split_s3(checkpoint)
         else:
+            from selfplay_core.storage.config import LOCAL_CHECKSUM_DIR
+
             path = Path(checkpoint[len("file://"):])
-            root, key = path.parent.as_uri(), path.name
+            # The store's root is the folder holding its checksum sidecars; without one this is
+            # a plain model folder.
+            base = next((p for p in path.parents if (p / LOCAL_CHECKSUM_DIR).is_dir()), None)
+            if base is None:
+                return resolve_checkpoint(str(path), work_dir)
+            root, key = base.as_uri(), path.relative_to(base).as_posix()
         store = open_store(StorageConfig.from_env(uri=root))
         dest = Path(work_dir) / "checkpoint"
         return store.get_dir(key, dest)
