@@ -102,16 +102,20 @@ class Processes:
     def dead(self) -> list[tuple[str, int]]:
         return [(n, p.returncode) for n, p in self.procs if p.poll() is not None]
 
-    def stop(self, timeout: float = 15.0) -> None:
+    def stop(self, timeout: float = 15.0, log=None) -> list[str]:
+        """Stop every process; returns the names of those that needed SIGKILL."""
         live = [(n, p) for n, p in reversed(self.procs) if p.poll() is None]
         for _, p in live:
             _signal_group(p, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        for _, p in live:
+        killed = []
+        for n, p in live:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                pass
+                killed.append(n)
+        if killed and log:
+            log(f"still running {timeout:.0f} s after SIGTERM, killed: {', '.join(killed)}")
         for _, p in self.procs:  # the group may outlive its leader (a worker's flow runs)
             _signal_group(p, signal.SIGKILL)
             try:
@@ -121,6 +125,7 @@ class Processes:
         for f in self._logs:
             f.close()
         self._logs.clear()
+        return killed
 
 
 def _signal_group(p: subprocess.Popen, sig: int) -> None:
@@ -186,6 +191,9 @@ def run(args) -> int:
     prefect_api = f"http://127.0.0.1:{args.prefect_port}/api"
     mlflow_url = f"http://127.0.0.1:{args.mlflow_port}"
     print_ = lambda m: print(m, flush=True)  # noqa: E731
+    # Explicit handlers: a shell starts background jobs with SIGINT ignored, and Python then
+    # never raises KeyboardInterrupt; SIGTERM stops the stack as Ctrl-C does.
+    old_handlers = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if not args.no_s3:
             if not port_free(args.s3_port):
@@ -230,7 +238,6 @@ def run(args) -> int:
                    f"key {s3_env['AWS_ACCESS_KEY_ID']} / {s3_env['AWS_SECRET_ACCESS_KEY']}")
         print_(f"logs         {logs}")
         print_("Run a deployment from the UI (Deployments -> Run -> Custom run). Ctrl-C stops everything.")
-        signal.signal(signal.SIGTERM, _interrupt)
         while True:
             dead = procs.dead()
             if dead:
@@ -238,10 +245,14 @@ def run(args) -> int:
                 raise CLIError(f"{name} exited with status {rc}; see {logs}")
             time.sleep(1.0)
     except KeyboardInterrupt:
-        print_("\nstopping ...")
         return 0
     finally:
-        procs.stop(args.stop_timeout)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print_(f"stopping (SIGTERM, up to {args.stop_timeout:.0f} s, then SIGKILL) ...")
+        procs.stop(args.stop_timeout, log=print_)
         if s3_env is not None or (root / "rgw").exists():
             stop_s3(root)
         print_("stopped.")
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
