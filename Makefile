@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.selfplay-installed
 
-.PHONY: venv run test test-fast bench clean
+.PHONY: venv run test test-fast bench up deploy clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,15 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
+
+# A local Prefect server + worker, MLflow and S3 (Ceph RGW when installed) to click through;
+# registers the deployments of prefect.yaml. Ctrl-C stops everything.
+up: $(STAMP)
+	$(VENV)/bin/selfplay serve
+
+# Register the deployments with the Prefect server at $$PREFECT_API_URL.
+deploy: $(STAMP)
+	$(VENV)/bin/selfplay deploy
 
 bench: $(STAMP)
 	$(PY) benchmarks/executor_throughput.py

@@ -118,7 +118,9 @@ def _print_summary(result: dict) -> None:
         print(f"{h['step']:>4}  " + "  ".join(
             f"{h[c]:>22.3f}" if c in h else f"{'':>22}" for c in cols))
     print(f"\nMLflow run: {result['run_id']}  ({result['tracking_uri']})")
-    print(f"  open it:  mlflow ui --backend-store-uri {result['tracking_uri']}")
+    uri = result["tracking_uri"]
+    print(f"  open it:  {uri}" if uri.startswith(("http://", "https://"))
+          else f"  open it:  mlflow ui --backend-store-uri {uri}")
     print(f"goalpost heatmap: {result['heatmap']}")
     print(f"final checkpoint: {result['checkpoint']}")
     print(f"resume with: selfplay run --resume {result['run_dir']}")

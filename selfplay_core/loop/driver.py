@@ -27,7 +27,7 @@ from selfplay_core.loop.context import RunContext
 from selfplay_core.loop.records import IterationLog
 from selfplay_core.methods import get_method
 from selfplay_core.state import RunState, StateError, load_state, save_state
-from selfplay_core.tracking.mlflow_run import RunTracker, local_tracking_uri
+from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
 from selfplay_core.tracking.plots import goalpost_heatmap
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         state.run_key = run_key
     store = open_checkpoint_store(cfg) if cfg.tracking.checkpoint_store else None
     ctx = RunContext(cfg, run_dir, state, executor=executor, model_dir=model_dir)
-    uri = cfg.tracking.mlflow_uri or local_tracking_uri(str(Path(cfg.out_dir) / "mlruns"))
+    uri, local_artifacts = resolve_tracking(cfg.tracking.mlflow_uri, cfg.out_dir)
     tags = {"method": cfg.method, "seed": str(cfg.seed), "git_sha": _git_sha(),
             "executor.backend": cfg.sandbox.backend, "executor.isolation": ctx.executor.isolation,
             "world": cfg.world.name, "engine": cfg.engine.backend}
@@ -143,10 +143,8 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         tags[f"data.{name}"] = f"{split.version} {split.content_hash}"
     if cfg.tracking.artifact_store:
         artifacts = cfg.tracking.artifact_store.rstrip("/") + "/mlflow"
-    elif cfg.tracking.mlflow_uri is None:
-        artifacts = (Path(cfg.out_dir) / "mlruns" / "artifacts").resolve().as_uri()
     else:
-        artifacts = None  # the tracking server decides
+        artifacts = local_artifacts  # None with a tracking server: the server decides
     try:
         tracker = RunTracker(uri, cfg.tracking.experiment, run_name=run_dir.name,
                              run_id=state.run_id, tags=tags, artifact_location=artifacts)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from pathlib import Path
 from typing import Any, Iterable
 
 _PARAM_MAX = 6000  # MLflow's limit on a param value
@@ -106,6 +107,20 @@ def local_tracking_uri(root: str | None = None) -> str:
     root = os.path.abspath(root or "mlruns")
     os.makedirs(root, exist_ok=True)
     return f"sqlite:///{os.path.join(root, 'mlflow.db')}"
+
+
+def resolve_tracking(explicit: str | None, out_dir: str) -> tuple[str, str | None]:
+    """(tracking URI, artifact location for a new experiment) for a run writing under out_dir.
+
+    An explicit URI wins; else MLflow's own MLFLOW_TRACKING_URI (what `selfplay serve` and the
+    compose file give workers, so runs triggered from the Prefect UI land in the served MLflow;
+    the server then decides where artifacts go); else the local SQLite store under
+    out_dir/mlruns with artifacts beside it."""
+    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or None
+    if uri:
+        return uri, None
+    root = os.path.join(out_dir, "mlruns")
+    return local_tracking_uri(root), Path(root, "artifacts").resolve().as_uri()
 
 
 def temp_artifact_dir() -> str:

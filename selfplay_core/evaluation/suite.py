@@ -1,0 +1,242 @@
+"""Evaluate one checkpoint on several benchmarks and record it: the work of the evaluation
+deployment (`flows/evaluate.py`), kept here so it needs no Prefect.
+
+A checkpoint is `toy` (the toy world's starting model), a local Hugging Face folder, or an
+`s3://bucket/key` / `file://` prefix written by the artifact store (downloaded and verified).
+Benchmarks: `toy` (the toy world's held-out split, pass@k overall and by depth, the same subset
+a self-play run evaluates on) and the code benchmarks of `selfplay evaluate` (`humanevalplus`,
+`mbppplus`, `lcb`, `humaneval`, `mbpp`), scored by `selfplay_core.evaluation.runner`.
+Each benchmark writes its report into `out_dir/<name>/`; one MLflow run gets every metric as
+`<benchmark>/<metric>` and the reports as artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from selfplay_core.problems import InputError
+from selfplay_core.sandbox.config import SandboxConfig
+
+BenchmarkName = Literal["toy", "humanevalplus", "mbppplus", "lcb", "humaneval", "mbpp"]
+
+
+class CheckpointEvalConfig(BaseModel):
+    """Parameters of one checkpoint evaluation (rendered as a form in the Prefect UI)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checkpoint: str = Field("toy", description="'toy', a local model folder, or an s3:// or "
+                            "file:// prefix written by the artifact store")
+    benchmarks: list[BenchmarkName] = Field(default_factory=lambda: ["toy"],
+                                            description="benchmarks to run, in order")
+    n: int = Field(8, ge=1, description="sampled completions per problem")
+    ks: list[int] = Field(default_factory=lambda: [1, 8], description="k values for pass@k (<= n)")
+    greedy: bool = Field(False, description="also score one greedy sample per problem "
+                         "(code benchmarks)")
+    max_problems: int | None = Field(None, ge=1, description="evaluate at most this many "
+                                     "problems per benchmark (a quick look; None: all)")
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int | None = Field(None, ge=1, description="None: 96 on toy, 1024 elsewhere")
+    seed: int = 0
+    world_seed: int = Field(0, description="toy world seed (the self-play run's world.seed)")
+    data: str | None = Field(None, description="benchmark data directory or file (default: "
+                             "$SELFPLAY_DATA or ../shared/data)")
+    batch_size: int = Field(64, ge=1, description="sequences per forward pass of the hf engine")
+    sandbox: SandboxConfig = Field(default_factory=lambda: SandboxConfig(workers=2))
+    out_dir: str = Field("runs/eval", description="reports go to out_dir/<run name>/<benchmark>")
+    mlflow_uri: str | None = Field(None, description="None: $MLFLOW_TRACKING_URI, else a local "
+                                   "SQLite store under out_dir/mlruns")
+    experiment: str = "selfplay-eval"
+    run_name: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        if not self.benchmarks:
+            raise ValueError("benchmarks must name at least one benchmark")
+        if not self.ks or any(k < 1 or k > self.n for k in self.ks):
+            raise ValueError(f"ks must lie in [1, n={self.n}], got {list(self.ks)}")
+        return self
+
+
+def _split_s3(uri: str) -> tuple[str, str]:
+    m = re.match(r"^(s3://[^/]+)/(.+?)/*$", uri)
+    if not m:
+        raise InputError(f"checkpoint {uri!r}: expected s3://bucket/key/of/checkpoint")
+    return m.group(1), m.group(2)
+
+
+def resolve_checkpoint(checkpoint: str, work_dir: str | Path) -> Path:
+    """A local model folder for `checkpoint` (downloading a stored one into work_dir)."""
+    if checkpoint == "toy":
+        from selfplay_core.toyworld.bootstrap import default_model_dir
+        try:
+            return default_model_dir()
+        except FileNotFoundError as e:
+            raise InputError(f"checkpoint 'toy': {e}") from None
+    if checkpoint.startswith(("s3://", "file://")):
+        from selfplay_core.storage import StorageConfig, open_store
+
+        if checkpoint.startswith("s3://"):
+            root, key = _split_s3(checkpoint)
+        else:
+            from selfplay_core.storage.config import LOCAL_CHECKSUM_DIR
+
+            path = Path(checkpoint[len("file://"):])
+            # The store's root is the folder holding its checksum sidecars; without one this is
+            # a plain model folder.
+            base = next((p for p in path.parents if (p / LOCAL_CHECKSUM_DIR).is_dir()), None)
+            if base is None:
+                return resolve_checkpoint(str(path), work_dir)
+            root, key = base.as_uri(), path.relative_to(base).as_posix()
+        store = open_store(StorageConfig.from_env(uri=root))
+        dest = Path(work_dir) / "checkpoint"
+        return store.get_dir(key, dest)
+    path = Path(checkpoint).expanduser()
+    if not (path / "config.json").is_file():
+        raise InputError(f"checkpoint {checkpoint!r}: not a model folder (no config.json); give "
+                         "'toy', a save_pretrained folder, or an s3:// prefix")
+    return path
+
+
+def toy_eval_problems(world_seed: int, max_problems: int | None):
+    """The toy world's held-out problems; the subset matches RunContext's for the same seed."""
+    from selfplay_core.toyworld.splits import build_world
+
+    probs = build_world(world_seed).eval.problems
+    if max_problems:
+        r = random.Random(f"eval-subset:{world_seed}")
+        probs = sorted(r.sample(probs, min(max_problems, len(probs))), key=lambda p: p.id)
+    return probs
+
+
+def evaluate_toy(engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> dict:
+    """Held-out toy-world pass@k overall and by depth; writes report.json and results.jsonl."""
+    from selfplay_core.engines.base import SamplingParams
+    from selfplay_core.toyworld.evaluate import solve
+    from selfplay_core.toyworld.metrics import mean_pass_at_k
+
+    t0 = time.perf_counter()
+    probs = toy_eval_problems(cfg.world_seed, cfg.max_problems)
+    sp = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
+                        max_new_tokens=cfg.max_new_tokens or 96, seed=cfg.seed)
+    res = solve(engine, executor, probs, cfg.n, sp)
+    metrics, by_depth = {}, {}
+    for r in res:
+        by_depth.setdefault(r.problem.metadata.get("depth", 0), []).append((r.n, r.c))
+    for k in cfg.ks:
+        metrics[f"pass@{k}"] = mean_pass_at_k([(r.n, r.c) for r in res], k)
+        for d, counts in sorted(by_depth.items()):
+            metrics[f"d{d}/pass@{k}"] = mean_pass_at_k(counts, k)
+    results = [{"problem_id": r.problem.id, "depth": r.problem.metadata.get("depth"), "n": r.n,
+                "c": r.c} for r in res]
+    report = {"format": "selfplay-eval-toy/1", "dataset": {"name": "toy", "world_seed": cfg.world_seed,
+                                                          "problems": len(probs)},
+              "sampling": {"n": cfg.n, "ks": list(cfg.ks), "temperature": sp.temperature,
+                           "top_p": sp.top_p, "max_new_tokens": sp.max_new_tokens, "seed": sp.seed},
+              "metrics": metrics, "timings": {"total_s": time.perf_counter() - t0}}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    return report
+
+
+def evaluate_benchmark(name: str, engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> dict:
+    """One code benchmark through the runner (as `selfplay evaluate --model`); writes its files."""
+    import dataclasses
+
+    from selfplay_core.datasets.registry import load_benchmark
+    from selfplay_core.engines.base import SamplingParams
+    from selfplay_core.evaluation.prompts import get_template
+    from selfplay_core.evaluation.report import write_outputs
+    from selfplay_core.evaluation.runner import EvalConfig, evaluate
+
+    bench = load_benchmark(name, cfg.data, executor=executor)
+    if cfg.max_problems and len(bench.problems) > cfg.max_problems:
+        bench = dataclasses.replace(bench, problems=bench.problems[:cfg.max_problems],
+                                    _content_hash=None)
+    ecfg = EvalConfig(n=cfg.n, ks=tuple(cfg.ks), greedy=cfg.greedy,
+                      template=get_template(None, name),
+                      sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
+                                              max_new_tokens=cfg.max_new_tokens or 1024,
+                                              seed=cfg.seed))
+    run = evaluate(bench, executor, ecfg, engine=engine,
+                   source_info={"model": cfg.checkpoint, "engine": type(engine).__name__})
+    write_outputs(run, out_dir)
+    return run.report
+
+
+def run_name_for(cfg: CheckpointEvalConfig) -> str:
+    if cfg.run_name:
+        return cfg.run_name
+    base = "toy" if cfg.checkpoint == "toy" else Path(cfg.checkpoint.rstrip("/")).name or "checkpoint"
+    return f"eval-{base}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def open_tracker(cfg: CheckpointEvalConfig, run_name: str, out_root: Path):
+    from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
+
+    uri, artifacts = resolve_tracking(cfg.mlflow_uri, cfg.out_dir)
+    tracker = RunTracker(uri, cfg.experiment, run_name=run_name, artifact_location=artifacts,
+                         tags={"kind": "evaluation", "checkpoint": cfg.checkpoint,
+                               "benchmarks": ",".join(cfg.benchmarks)})
+    tracker.log_params(cfg.model_dump(mode="json"))
+    return tracker
+
+
+def numeric_metrics(prefix: str, metrics: dict) -> dict[str, float]:
+    return {f"{prefix}/{k}": float(v) for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def direct(name: str, fn, *args):
+    return fn(*args)
+
+
+def run_checkpoint_eval(cfg: CheckpointEvalConfig, *, call=direct, log=lambda m: None) -> dict:
+    """Evaluate cfg.checkpoint on each of cfg.benchmarks (each through `call(name, fn, *args)`,
+    a Prefect task in the flow); one MLflow run; returns a JSON-ready summary."""
+    import tempfile
+
+    from selfplay_core.engines.hf import HFEngine
+    from selfplay_core.sandbox import Executor
+
+    run_name = run_name_for(cfg)
+    out_root = Path(cfg.out_dir) / run_name
+    out_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="selfplay-eval-") as tmp:
+        model_dir = resolve_checkpoint(cfg.checkpoint, tmp)
+        log(f"checkpoint {cfg.checkpoint} -> {model_dir}")
+        tracker = open_tracker(cfg, run_name, out_root)
+        status = "FAILED"
+        try:
+            engine = HFEngine(str(model_dir), batch_size=cfg.batch_size)
+            metrics: dict[str, float] = {}
+            with Executor(cfg.sandbox) as ex:
+                for name in cfg.benchmarks:
+                    if name == "toy":
+                        report = call("evaluate-toy", evaluate_toy, engine, ex, cfg, out_root / name)
+                    else:
+                        report = call(f"evaluate-{name}", evaluate_benchmark, name, engine, ex,
+                                      cfg, out_root / name)
+                    got = numeric_metrics(name, report["metrics"])
+                    metrics.update(got)
+                    tracker.log_metrics(got, step=0)
+                    tracker.log_artifact(str(out_root / name / "report.json"), name)
+                    log(f"{name}: " + ", ".join(f"{k}={v:.3f}" for k, v in got.items()))
+            summary = {"checkpoint": cfg.checkpoint, "model_dir": str(model_dir),
+                       "run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri,
+                       "out_dir": str(out_root), "metrics": metrics}
+            (out_root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            tracker.log_artifact(str(out_root / "summary.json"))
+            status = "FINISHED"
+        finally:
+            tracker.finish(status)
+    return summary

@@ -1,0 +1,119 @@
+"""prefect.yaml without a server: every deployment's entrypoint imports, its parameters validate
+against the flow's typed signature (the forms the UI renders), its pool is one `selfplay deploy`
+can create, and its inline config matches the config file it mirrors."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC = yaml.safe_load((REPO / "prefect.yaml").read_text())
+DEPLOYMENTS = {d["name"]: d for d in SPEC["deployments"]}
+
+
+def load_flow(entrypoint: str, monkeypatch):
+    from prefect.flows import load_flow_from_entrypoint
+
+    monkeypatch.chdir(REPO)  # entrypoints are relative to the repository root, as for prefect deploy
+    return load_flow_from_entrypoint(entrypoint)
+
+
+def test_the_project_deployments_are_declared():
+    assert set(DEPLOYMENTS) == {"nightly", "checkpoint", "toy-world", "nightly-gpu-docker",
+                                "nightly-gpu-k8s"}
+    nightly = DEPLOYMENTS["nightly"]
+    assert nightly["schedules"] == [{"cron": "0 2 * * *", "timezone": "UTC", "active": True}]
+    assert nightly["work_pool"]["name"] == "selfplay-local"
+    for name in ("nightly-gpu-docker", "nightly-gpu-k8s"):  # off until a GPU worker serves them
+        assert [s["active"] for s in DEPLOYMENTS[name]["schedules"]] == [False]
+
+
+@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
+def test_entrypoint_imports_and_parameters_validate(name, monkeypatch):
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.utilities.callables import parameter_schema
+
+    dep = DEPLOYMENTS[name]
+    flow = load_flow(dep["entrypoint"], monkeypatch)
+    params = flow.validate_parameters(dep.get("parameters") or {})
+    schema = parameter_schema(flow).model_dump()
+    (model_param,) = [k for k in ("config", "params") if k in params]
+    model = params[model_param]
+    # The parameter is a pydantic model: the UI form has one field per config field.
+    ref = schema["properties"][model_param]
+    defn = schema["definitions"][type(model).__name__]
+    assert "$ref" in json.dumps(ref) and set(type(model).model_fields) == set(defn["properties"])
+    for s in dep.get("schedules") or []:
+        CronSchedule(cron=s["cron"], timezone=s["timezone"])
+
+
+def test_inline_configs_match_the_config_files(monkeypatch):
+    from selfplay_core.config import RunConfig, load_config
+
+    cases = {"nightly": "configs/tiny-cpu.yaml", "nightly-gpu-docker": "configs/qwen2.5-coder-7b-gasp.yaml",
+             "nightly-gpu-k8s": "configs/qwen2.5-coder-7b-gasp.yaml"}
+    for name, path in cases.items():
+        inline = RunConfig.model_validate(DEPLOYMENTS[name]["parameters"]["config"])
+        assert inline == load_config(REPO / path), f"{name} drifted from {path}"
+
+
+def test_bad_parameters_are_rejected_by_the_flow_signature(monkeypatch):
+    from prefect.exceptions import ParameterTypeError
+
+    ev = load_flow(DEPLOYMENTS["checkpoint"]["entrypoint"], monkeypatch)
+    with pytest.raises(ParameterTypeError, match="ks"):
+        ev.validate_parameters({"params": {"n": 1, "ks": [5]}})
+    with pytest.raises(ParameterTypeError, match="benchmarks"):
+        ev.validate_parameters({"params": {"benchmarks": ["nope"]}})
+    sp = load_flow(DEPLOYMENTS["nightly"]["entrypoint"], monkeypatch)
+    with pytest.raises(ParameterTypeError, match="iterations"):
+        sp.validate_parameters({"config": {"iterations": 0}})
+
+
+def test_pools_code_location_and_job_variables():
+    from selfplay_cli.deploy import POOLS
+
+    # Local deployments run from the directory `prefect deploy` ran in (no git, no network).
+    (build,) = SPEC["build"]
+    step = build["prefect.deployments.steps.run_shell_script"]
+    assert step["id"] == "repo" and step["script"] == "pwd"
+    assert SPEC["pull"] == [{"prefect.deployments.steps.set_working_directory":
+                             {"directory": "{{ repo.stdout }}"}}]
+    workdir = [ln.split()[1] for ln in (REPO / "Dockerfile").read_text().splitlines()
+               if ln.startswith("WORKDIR")][-1]
+    for dep in SPEC["deployments"]:
+        pool = dep["work_pool"]["name"]
+        assert pool in POOLS, f"{dep['name']}: selfplay deploy cannot create pool {pool}"
+        pool_type, template = POOLS[pool]
+        if template is None:
+            assert pool_type == "process" and "pull" not in dep
+            continue
+        # GPU pools: the CUDA image holds the code; job variables exist in the pool template.
+        assert dep["pull"] == [{"prefect.deployments.steps.set_working_directory": {"directory": workdir}}]
+        variables = json.loads((REPO / template).read_text())["variables"]["properties"]
+        for key in dep["work_pool"]["job_variables"]:
+            assert key in variables, f"{dep['name']}: job variable {key} not in {template}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_deploy_cli_errors_are_one_line(capsys):
+    from selfplay_cli.main import main
+
+    assert main(["deploy", "--name", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "selfplay deploy: error: --name nope: no such deployment" in err and "Traceback" not in err
+    assert main(["deploy", "--api-url", f"http://127.0.0.1:{_free_port()}/api"]) == 2
+    err = capsys.readouterr().err
+    assert "does not answer" in err and "selfplay serve" in err
+    assert main(["deploy", "--prefect-file", "/nonexistent/prefect.yaml"]) == 2
+    assert "file not found" in capsys.readouterr().err
