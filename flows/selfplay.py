@@ -11,6 +11,9 @@ retry never resumes some other run that happens to live in the same folder.
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
+
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
@@ -28,7 +31,8 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
                 "goalposts/solved", "eval/all/pass@1")
         logger.info("iteration %d: %s", step, ", ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics))
 
-    run_dir = run_dir or str(default_run_dir(config))
+    run_dir = run_dir or choose_run_dir(config, flow_run.deployment_id, flow_run.scheduled_start_time,
+                                        flow_run.id)
     key = f"prefect-flow-run:{flow_run.id}" if flow_run.id else None
     if not resume and key and flow_run.run_count > 1 and started_by(run_dir, key):
         logger.warning("retry %d of flow run %s: resuming %s from its last complete iteration",
@@ -38,6 +42,16 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
                            run_key=key)
     return {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
             "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
+
+
+def choose_run_dir(config: RunConfig, deployment_id, scheduled: datetime | None, flow_run_id) -> str:
+    """Where the run lives when no run_dir is given. A deployed run without a tracking.run_name
+    (e.g. the nightly schedule) gets a folder of its own, named after its scheduled start, so one
+    night never replaces or blocks another; otherwise the config's default folder."""
+    base = default_run_dir(config)
+    if deployment_id is None or config.tracking.run_name or scheduled is None:
+        return str(base)
+    return str(Path(base.parent) / f"{base.name}-{scheduled:%Y%m%dT%H%M}-{str(flow_run_id)[:8]}")
 
 
 def for_config(config: RunConfig):

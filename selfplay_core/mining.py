@@ -10,7 +10,6 @@ reads (SELFPLAY_CACHE/goalposts), so the next run from this model starts without
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import time
@@ -56,14 +55,14 @@ class GoalpostMiningConfig(BaseModel):
 
 
 def model_weights_hash(model_dir: str | Path) -> str:
-    h = hashlib.sha256()
-    for w in sorted(Path(model_dir).glob("*.safetensors")):
-        h.update(w.read_bytes())
-    return h.hexdigest()[:16]
+    from selfplay_core.loop.worlds import weights_key
+
+    return weights_key(model_dir)
 
 
 def goalpost_cache_path(model_dir: str | Path, world_seed: int, k: int) -> Path:
-    """Where a self-play run looks for its mined goalposts (RunContext._goalposts' key)."""
+    """Where a self-play run on the toy world looks for its mined goalposts: the key
+    `loop.worlds.select_goalposts` builds (weights hash, toy pool tag, k)."""
     from selfplay_core.toyworld.bootstrap import cache_root
 
     return cache_root() / "goalposts" / f"{model_weights_hash(model_dir)}-w{world_seed}-k{k}.json"

@@ -117,3 +117,19 @@ def test_deploy_cli_errors_are_one_line(capsys):
     assert "does not answer" in err and "selfplay serve" in err
     assert main(["deploy", "--prefect-file", "/nonexistent/prefect.yaml"]) == 2
     assert "file not found" in capsys.readouterr().err
+
+
+def test_deployed_runs_without_a_name_get_a_folder_per_scheduled_start():
+    from datetime import datetime, timezone
+
+    from flows.selfplay import choose_run_dir
+    from selfplay_core.config import RunConfig
+
+    cfg = RunConfig(out_dir="runs")
+    night = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
+    assert choose_run_dir(cfg, None, night, "abc") == "runs/gasp-s0"  # not deployed: the default
+    a = choose_run_dir(cfg, "dep-1", night, "0123456789abcdef")
+    b = choose_run_dir(cfg, "dep-1", datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc), "fedcba9876543210")
+    assert a == "runs/gasp-s0-20261130T0200-01234567" and a != b
+    named = RunConfig.model_validate({"tracking": {"run_name": "mine"}})
+    assert choose_run_dir(named, "dep-1", night, "0123456789abcdef") == "runs/mine"

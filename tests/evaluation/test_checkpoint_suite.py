@@ -67,6 +67,9 @@ def test_loop_compatibility_and_cache_key():
     assert not loop_compatible(GoalpostMiningConfig(temperature=0.5))
     p = goalpost_cache_path(ASSET_DIR, 3, 64)
     assert p.parent.name == "goalposts" and p.name.endswith("-w3-k64.json")
+    # The very key a self-play run on the toy world reads (loop.worlds.select_goalposts).
+    from selfplay_core.loop.worlds import weights_key
+    assert p.name == f"{weights_key(ASSET_DIR)}-w3-k64.json"
 
 
 def test_bad_checkpoints_and_parameters_are_one_clear_error(tmp_path):
