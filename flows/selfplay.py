@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from prefect import flow, get_run_logger
-from prefect.runtime import flow_run
+from prefect.runtime import deployment, flow_run
 
 from selfplay_core.config import RunConfig
 from selfplay_core.loop.driver import default_run_dir, run_selfplay, started_by
@@ -31,7 +31,7 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
                 "goalposts/solved", "eval/all/pass@1")
         logger.info("iteration %d: %s", step, ", ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics))
 
-    run_dir = run_dir or choose_run_dir(config, flow_run.deployment_id, flow_run.scheduled_start_time,
+    run_dir = run_dir or choose_run_dir(config, deployment.id, flow_run.scheduled_start_time,
                                         flow_run.id)
     key = f"prefect-flow-run:{flow_run.id}" if flow_run.id else None
     if not resume and key and flow_run.run_count > 1 and started_by(run_dir, key):
