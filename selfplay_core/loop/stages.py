@@ -399,6 +399,16 @@ def solve_real_tasks(ctx, log: IterationLog) -> list[SolveResult]:
     return res
 
 
+def student_tasks(ctx, proposals: Sequence[Proposal], log: IterationLog) -> list[tuple[str, SolveResult]]:
+    """The self-proposed tasks that join the student batch: solved, with p in student.train_band."""
+    lo, hi = ctx.config.student.train_band
+    solved = [p for p in proposals if p.solve is not None]
+    kept = [p for p in solved if lo <= p.pass_rate <= hi]
+    if solved:
+        log.add(**{"student/trained/tasks": len(kept), "student/trained/share": len(kept) / len(solved)})
+    return [(p.kind, p.solve) for p in kept]
+
+
 # ---- update ------------------------------------------------------------------------------------
 
 def _rollout(c, reward: float, role: str, kind: str, group: str, temperature: float) -> Rollout | None:
