@@ -102,6 +102,10 @@ class StudentConfig(_Frozen):
     # gives a p = 0 task's rollouts a negative advantage) or onto a lucky mistake. R-Zero keeps
     # only tasks with 3-7 of 10 agreeing for the same reason. p = 1 tasks only sharpen.
     train_band: tuple[float, float] = (0.0, 1.0)
+    # DESIGN §1: accepted lemmas and lifts feed later student batches. Each iteration this many
+    # tasks from earlier iterations' buffer (proposed with p in train_band) are solved afresh;
+    # those whose new p is still in train_band join the batch.
+    replay_tasks_per_iteration: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _divisible(self):
