@@ -26,7 +26,7 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
 
 CONFIGS = {"gasp": "tiny-cpu.yaml", "azr": "azr-tiny-cpu.yaml", "rlvr": "rlvr-tiny-cpu.yaml",
-           "gasp+rlvr": "gasp-rlvr-tiny-cpu.yaml"}
+           "gasp+rlvr": "gasp-rlvr-tiny-cpu.yaml", "gasp-band": "ablation-student-band.yaml"}
 COLUMNS = [
     ("acc", ("teacher/lemma/acceptance", "teacher/azr/acceptance")),
     ("lift acc", ("teacher/lift/acceptance",)),
