@@ -38,7 +38,8 @@ def run_iteration(ctx, log, call):
         lifts = _round(ctx, log, call, parents, "lift", "harder", "lift") if parents else []
         teacher = lemmas + lifts
     student = S.student_tasks(ctx, teacher, log)
-    student += call("solve_replay", S.solve_replay_tasks, ctx, log)
+    if ctx.config.student.replay_tasks_per_iteration:
+        student += call("solve_replay", S.solve_replay_tasks, ctx, log)
     student += [("real", r) for r in call("solve_real", S.solve_real_tasks, ctx, log)]
     call("update", S.update, ctx, teacher, student, log)
     log.proposals.extend(teacher)
