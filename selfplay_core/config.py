@@ -144,9 +144,24 @@ class StudentConfig(_Frozen):
     samples_per_task: int = Field(8, ge=1)   # n samples estimate p and are the training rollouts
     real_tasks_per_iteration: int = Field(0, ge=0)  # RLVR, and the GASP + real-data mix
     batch_size: int = Field(128, ge=1)       # student rollouts per update, at most
+    # Self-proposed tasks join the student batch only when the student's pass rate p on them lies
+    # in [low, high] (real tasks always do). The teacher is scored on every proposal either way.
+    # (0, 1) keeps all. A task solved in no sample (or one of n) is, without an oracle,
+    # indistinguishable from an ill-posed one whose reference program does not do what its text
+    # says: training on it pushes the student off its answers to the text (TRR++'s batch baseline
+    # gives a p = 0 task's rollouts a negative advantage) or onto a lucky mistake. R-Zero keeps
+    # only tasks with 3-7 of 10 agreeing for the same reason. p = 1 tasks only sharpen.
+    train_band: tuple[float, float] = (0.0, 1.0)
+    # DESIGN §1: accepted lemmas and lifts feed later student batches. Each iteration this many
+    # tasks from earlier iterations' buffer (proposed with p in train_band) are solved afresh;
+    # those whose new p is still in train_band join the batch.
+    replay_tasks_per_iteration: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _divisible(self):
+        lo, hi = self.train_band
+        if not 0.0 <= lo <= hi <= 1.0:
+            raise ValueError(f"student.train_band must satisfy 0 <= low <= high <= 1, got {(lo, hi)}")
         if self.batch_size % self.samples_per_task:
             raise ValueError(f"student.batch_size ({self.batch_size}) must be divisible by "
                              f"student.samples_per_task ({self.samples_per_task}): each task's "

@@ -43,6 +43,7 @@ BAD = [
     (["learner.lr=-1"], "learner.lr"),
     (["student.batch_size=12", "student.samples_per_task=8"], "student.batch_size (12) must be divisible"),
     (["teacher.lemma_band=[0.8, 0.2]"], "teacher.lemma_band"),
+    (["student.train_band=[0.9, 0.3]"], "student.train_band"),
     (["method=rlvr"], "real_tasks_per_iteration"),
     (["engine.backend=vllm"], "engine.vllm_url"),
     (["eval.ks=[1, 64]", "eval.n=8"], "eval.ks"),

@@ -405,6 +405,44 @@ def solve_real_tasks(ctx, log: IterationLog) -> list[SolveResult]:
     return res
 
 
+def student_tasks(ctx, proposals: Sequence[Proposal], log: IterationLog) -> list[tuple[str, SolveResult]]:
+    """The self-proposed tasks that join the student batch: solved, with p in student.train_band."""
+    lo, hi = ctx.config.student.train_band
+    solved = [p for p in proposals if p.solve is not None]
+    kept = [p for p in solved if lo <= p.pass_rate <= hi]
+    if solved:
+        log.add(**{"student/trained/tasks": len(kept), "student/trained/share": len(kept) / len(solved)})
+    return [(p.kind, p.solve) for p in kept]
+
+
+REPLAY_KINDS = ("lemma", "lift", "medium", "hard")
+
+
+def solve_replay_tasks(ctx, log: IterationLog) -> list[tuple[str, SolveResult]]:
+    """Earlier accepted proposals (p in student.train_band when proposed), solved afresh; those
+    whose new p is still in the band join the student batch under their own kind."""
+    st = ctx.config.student
+    k = st.replay_tasks_per_iteration
+    if k == 0:
+        return []
+    lo, hi = st.train_band
+    pool = [b for b in ctx.buffers if b.kind in REPLAY_KINDS and b.iteration < ctx.state.iteration
+            and b.pass_rate is not None and lo <= b.pass_rate <= hi and b.inputs and b.outputs]
+    if not pool:
+        return []
+    picked = ctx.rng.sample(pool, min(k, len(pool)))
+    probs = [Problem(id=b.id, kind="call", entry_point="f", prompt=b.question,
+                     tests=[TestCase(args=list(a), expected=o) for a, o in zip(b.inputs, b.outputs)],
+                     time_limit_s=1.0, memory_limit_mb=256,
+                     metadata={"reference": b.code, "signature": "def f(x):", "kind": b.kind})
+             for b in picked]
+    res = solve(ctx.engine, ctx.executor, probs, st.samples_per_task, student_sampling(ctx))
+    kept = [(b.kind, r) for b, r in zip(picked, res) if lo <= r.c / r.n <= hi]
+    log.add(**{"student/replay/pass_rate": sum(r.c for r in res) / max(1, sum(r.n for r in res)),
+               "student/replay/tasks": len(kept)})
+    return kept
+
+
 # ---- update ------------------------------------------------------------------------------------
 
 def _rollout(c, reward: float, role: str, kind: str, group: str, temperature: float) -> Rollout | None:

@@ -48,7 +48,7 @@ def run_iteration(ctx, log, call):
         _student_metrics(log, kind, props)
         props_all.extend(props)
     _totals(log, props_all)
-    student = [(p.kind, p.solve) for p in props_all if p.solve is not None]
+    student = S.student_tasks(ctx, props_all, log)
     student += [("real", r) for r in call("solve_real", S.solve_real_tasks, ctx, log)]
     call("update", S.update, ctx, props_all, student, log)
     log.proposals.extend(props_all)

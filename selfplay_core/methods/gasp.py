@@ -37,7 +37,9 @@ def run_iteration(ctx, log, call):
         parents = parents[: t.goalposts_per_iteration]
         lifts = _round(ctx, log, call, parents, "lift", "harder", "lift") if parents else []
         teacher = lemmas + lifts
-    student = [(p.kind, p.solve) for p in teacher if p.solve is not None]
+    student = S.student_tasks(ctx, teacher, log)
+    if ctx.config.student.replay_tasks_per_iteration:
+        student += call("solve_replay", S.solve_replay_tasks, ctx, log)
     student += [("real", r) for r in call("solve_real", S.solve_real_tasks, ctx, log)]
     call("update", S.update, ctx, teacher, student, log)
     log.proposals.extend(teacher)

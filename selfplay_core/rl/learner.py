@@ -17,7 +17,7 @@ from typing import Literal, Sequence
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class LearnerConfig(BaseModel):
@@ -35,8 +35,21 @@ class LearnerConfig(BaseModel):
     # token_mean: every token of the batch weighs the same (DAPO / TRL default);
     # seq_mean: average per sequence, then over sequences (original GRPO);
     # seq_sum_norm: token sum / (n_seqs * max_completion_len) (Dr. GRPO, length-unbiased).
-    loss_agg: Literal["token_mean", "seq_mean", "seq_sum_norm"] = "token_mean"
+    # role_token_mean: token mean within each role (teacher, student), then the mean over the
+    # roles present, so a role does not weigh more because its completions are longer (a
+    # teacher's proposal is ~3x a student's answer in the toy world).
+    loss_agg: Literal["token_mean", "seq_mean", "seq_sum_norm", "role_token_mean"] = "token_mean"
     max_completion_len: int = Field(512, ge=1)      # the constant for seq_sum_norm
+    # Per-role loss multiplier (a role not named weighs 1). One model plays both roles, so each
+    # role's policy gradient also moves the other's behaviour.
+    role_weights: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_weights(self):
+        bad = {k: v for k, v in self.role_weights.items() if not (v >= 0 and math.isfinite(v))}
+        if bad:
+            raise ValueError(f"learner.role_weights must be finite and >= 0, got {bad}")
+        return self
 
 
 @dataclass
@@ -115,13 +128,21 @@ class Learner:
     def unwrapped(self):
         return self.accelerator.unwrap_model(self.model)
 
-    def _denominator(self, rollouts: Sequence[Rollout]) -> float:
+    def _row_scales(self, rollouts: Sequence[Rollout]) -> list[float]:
+        """Each rollout's factor on its summed per-token loss (seq_mean: on its token mean)."""
         c = self.config
+        w = [float(c.role_weights.get(r.role, 1.0)) for r in rollouts]
         if c.loss_agg == "token_mean":
-            return float(max(1, sum(len(r.completion_ids) for r in rollouts)))
+            denom = float(max(1, sum(len(r.completion_ids) for r in rollouts)))
+            return [x / denom for x in w]
         if c.loss_agg == "seq_mean":
-            return float(max(1, len(rollouts)))
-        return float(max(1, len(rollouts)) * c.max_completion_len)
+            return [x / max(1, len(rollouts)) for x in w]
+        if c.loss_agg == "seq_sum_norm":
+            return [x / (max(1, len(rollouts)) * c.max_completion_len) for x in w]
+        per_role: dict[str, int] = {}
+        for r in rollouts:
+            per_role[r.role] = per_role.get(r.role, 0) + len(r.completion_ids)
+        return [x / (max(1, per_role[r.role]) * len(per_role)) for x, r in zip(w, rollouts)]
 
     def step(self, rollouts: Sequence[Rollout]) -> dict[str, float]:
         """One optimizer step over all `rollouts` (micro-batched). Returns metrics."""
@@ -134,7 +155,7 @@ class Learner:
                                  f"{len(r.old_logprobs)} old logprobs")
         c = self.config
         lo, hi = 1.0 - c.clip_eps, 1.0 + (c.clip_eps_high if c.clip_eps_high is not None else c.clip_eps)
-        denom = self._denominator(rollouts)
+        scales = self._row_scales(rollouts)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "entropy": 0.0, "clipped": 0.0, "ratio": 0.0}
@@ -158,11 +179,11 @@ class Learner:
             if c.entropy_coef > 0:
                 per_tok = per_tok - c.entropy_coef * ent
             per_tok = per_tok * mask
+            row = torch.tensor(scales[start:start + c.micro_batch_size], dtype=per_tok.dtype,
+                               device=per_tok.device)
             if c.loss_agg == "seq_mean":
-                lens = mask.sum(1).clamp(min=1)
-                loss = (per_tok.sum(1) / lens).sum() / denom
-            else:
-                loss = per_tok.sum() / denom
+                row = row / mask.sum(1).clamp(min=1)
+            loss = (per_tok.sum(1) * row).sum()
             self.accelerator.backward(loss)
             with torch.no_grad():
                 sums["loss"] += float(loss)

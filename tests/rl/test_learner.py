@@ -87,7 +87,7 @@ def test_mismatched_logprobs_are_a_clear_error(model):
         Learner(model, LearnerConfig()).step([Rollout([1], [2, 3], [0.0], 1.0)])
 
 
-@pytest.mark.parametrize("agg", ["token_mean", "seq_mean", "seq_sum_norm"])
+@pytest.mark.parametrize("agg", ["token_mean", "seq_mean", "seq_sum_norm", "role_token_mean"])
 def test_loss_aggregations_all_learn(model, agg):
     good = rollout(model, [1, 2, 3], [4, 5], +1.0)
     learner = Learner(model, LearnerConfig(lr=1e-2, loss_agg=agg, max_completion_len=4))
@@ -103,3 +103,38 @@ def test_optimizer_state_round_trips(model):
     b = Learner(copy.deepcopy(model), LearnerConfig(lr=1e-3))
     b.load_state_dict(a.state_dict())
     assert b.steps == 1
+
+
+def _grads(model, rollouts, **cfg):
+    """The gradient one learner step computes (captured before the optimizer applies it)."""
+    m = copy.deepcopy(model)
+    learner = Learner(m, LearnerConfig(lr=1e-3, max_grad_norm=1e9, **cfg))
+    seen = []
+    learner.optimizer.step = lambda: seen.append(
+        torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None]))
+    learner.step(rollouts)
+    return seen[0]
+
+
+def test_role_token_mean_weighs_roles_equally_whatever_their_lengths(model):
+    long_t = rollout(model, [1, 2], [3, 4, 5, 6, 7, 8], +1.0)
+    long_t.role = "teacher"
+    short_s = rollout(model, [1, 2], [9], +1.0)
+    g_both = _grads(model, [long_t, short_s], loss_agg="role_token_mean", micro_batch_size=1)
+    g_t = _grads(model, [long_t], loss_agg="token_mean")
+    g_s = _grads(model, [short_s], loss_agg="token_mean")
+    assert g_both is not None and torch.allclose(g_both, (g_t + g_s) / 2, atol=1e-6)
+    # token_mean instead weighs the teacher by its 6 tokens against the student's 1
+    g_tok = _grads(model, [long_t, short_s], loss_agg="token_mean")
+    assert torch.allclose(g_tok, (6 * g_t + g_s) / 7, atol=1e-6)
+
+
+def test_role_weights_scale_a_roles_gradient(model):
+    t = rollout(model, [1, 2], [3, 4], +1.0)
+    t.role = "teacher"
+    s = rollout(model, [1, 2], [5, 6], -1.0)
+    g = _grads(model, [t, s], loss_agg="role_token_mean", role_weights={"teacher": 0.0})
+    g_s = _grads(model, [s], loss_agg="token_mean")
+    assert torch.allclose(g, g_s / 2, atol=1e-6)
+    with pytest.raises(ValueError, match="role_weights"):
+        LearnerConfig(role_weights={"teacher": -1.0})

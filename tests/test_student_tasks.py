@@ -1,0 +1,44 @@
+"""Which self-proposed tasks join the student batch: those whose pass rate lies in
+student.train_band; the teacher is scored on all of them either way."""
+
+from types import SimpleNamespace
+
+from selfplay_core.config import load_config
+from selfplay_core.engines.base import Completion
+from selfplay_core.loop import stages as S
+from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core.problems import Problem
+from selfplay_core.toyworld.evaluate import SolveResult
+
+
+def solved(i, c, n=8, kind="lemma"):
+    p = Proposal(kind, Anchor("g", "q", "c"), "f", "easier", "", Completion("x"), id=f"p{i}")
+    if c is None:  # rejected before the student saw it
+        return p
+    p.problem = Problem(id=p.id, kind="call", entry_point="f", tests=[])
+    p.solve = SolveResult(p.problem, [Completion("y")] * n, [j < c for j in range(n)])
+    p.pass_rate = c / n
+    return p
+
+
+def ctx(band):
+    return SimpleNamespace(config=load_config(None, [f"student.train_band={list(band)}"]))
+
+
+def test_band_keeps_tasks_solved_sometimes_and_logs_the_share():
+    props = [solved(0, 0), solved(1, 1), solved(2, 3), solved(3, 7, kind="lift"), solved(4, 8),
+             solved(5, None)]
+    log = IterationLog()
+    got = S.student_tasks(ctx((0.3, 0.9)), props, log)
+    assert [(k, r.problem.id) for k, r in got] == [("lemma", "p2"), ("lift", "p3")]
+    assert log.metrics["student/trained/tasks"] == 2
+    assert log.metrics["student/trained/share"] == 2 / 5
+
+
+def test_default_band_keeps_every_solved_task():
+    props = [solved(0, 0), solved(1, 8), solved(2, None)]
+    assert load_config(None, []).student.train_band == (0.0, 1.0)
+    got = S.student_tasks(ctx((0.0, 1.0)), props, IterationLog())
+    assert [r.problem.id for _, r in got] == ["p0", "p1"]
+    log = IterationLog()
+    assert S.student_tasks(ctx((0.0, 1.0)), [solved(3, None)], log) == [] and not log.metrics
