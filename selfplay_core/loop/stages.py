@@ -110,16 +110,30 @@ def run_twice(ctx, items: list[tuple[Problem, str]]) -> list[tuple[object, str |
     return out
 
 
+def _rejector(reasons: dict[str, int]):
+    """reject(proposal, reason): marks it rejected and counts the reason."""
+    def reject(p: Proposal, reason: str) -> None:
+        p.rejection = reason
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return reject
+
+
+def _log_acceptance(log: IterationLog, kind: str, proposals: list[Proposal], reasons: dict[str, int]) -> None:
+    n = len(proposals)
+    acc = sum(p.accepted for p in proposals)
+    log.add(**{f"teacher/{kind}/proposals": n, f"teacher/{kind}/accepted": acc,
+               f"teacher/{kind}/acceptance": acc / n if n else 0.0})
+    for r, c in reasons.items():
+        log.metrics[f"rejections/{kind}/{r}"] = log.metrics.get(f"rejections/{kind}/{r}", 0) + c
+
+
 def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
     """Parse, then gate: allowed imports, reference runs in time, identical outputs in two worker
     processes (different hash seeds), enough distinct inputs/outputs, not a near-duplicate of
     the buffers or of a batch-mate, not an evaluation item. Rejections counted by reason."""
     t = ctx.config.teacher
     reasons: dict[str, int] = {}
-
-    def reject(p: Proposal, reason: str) -> None:
-        p.rejection = reason
-        reasons[reason] = reasons.get(reason, 0) + 1
+    reject = _rejector(reasons)
 
     todo = []
     for p in proposals:
@@ -160,12 +174,7 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
             prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, r1.outputs)]
             p.problem = prob
     kind = proposals[0].kind if proposals else "none"
-    n = len(proposals)
-    acc = sum(p.accepted for p in proposals)
-    log.add(**{f"teacher/{kind}/proposals": n, f"teacher/{kind}/accepted": acc,
-               f"teacher/{kind}/acceptance": acc / n if n else 0.0})
-    for r, c in reasons.items():
-        log.metrics[f"rejections/{kind}/{r}"] = log.metrics.get(f"rejections/{kind}/{r}", 0) + c
+    _log_acceptance(log, kind, proposals, reasons)
 
 
 def _overlaps_eval(ctx, question: str) -> bool:
@@ -302,10 +311,7 @@ def validate_triplets(ctx, task_type: str, proposals: list[Proposal], log: Itera
     a = ctx.config.azr
     kind = triplet_kind(task_type)
     reasons: dict[str, int] = {}
-
-    def reject(p: Proposal, reason: str) -> None:
-        p.rejection = reason
-        reasons[reason] = reasons.get(reason, 0) + 1
+    reject = _rejector(reasons)
 
     todo = []
     for p in proposals:
@@ -352,12 +358,7 @@ def validate_triplets(ctx, task_type: str, proposals: list[Proposal], log: Itera
                          "n_params": p.parsed.n_params, "dedupe_text": text,
                          "signature": "def f(x):"}
         p.problem = prob
-    n = len(proposals)
-    acc = sum(p.accepted for p in proposals)
-    log.add(**{f"teacher/{kind}/proposals": n, f"teacher/{kind}/accepted": acc,
-               f"teacher/{kind}/acceptance": acc / n if n else 0.0})
-    for r, c in reasons.items():
-        log.metrics[f"rejections/{kind}/{r}"] = log.metrics.get(f"rejections/{kind}/{r}", 0) + c
+    _log_acceptance(log, kind, proposals, reasons)
 
 
 def estimate_triplets(ctx, task_type: str, proposals: list[Proposal], log: IterationLog) -> None:
