@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from selfplay_core.roles.common import END_OF_TEXT, Rejection, check_function, strip_fences
+from selfplay_core.roles.common import END_OF_TEXT, Rejection, check_function, split_sections, strip_fences
 
 TASK_TYPES = ("deduction", "abduction", "induction")
 
@@ -401,25 +401,15 @@ _INPUT_NAMES = {"input", "inputs", "arguments", "argument"}
 _MESSAGE_NAMES = {"task", "message", "description"}
 
 
+def _header_name(head: str) -> str | None:
+    if not head.startswith("### "):
+        return None
+    return head[4:].strip().rstrip(":").split(":")[0].strip().lower()
+
+
 def _sections(text: str) -> dict[str, str]:
     """name -> body for "### Name" headers (first occurrence wins; "### End" stops)."""
-    out: dict[str, str] = {}
-    cur, buf = None, []
-    for line in text.splitlines():
-        head = line.strip()
-        if head.startswith("### "):
-            name = head[4:].strip().rstrip(":").split(":")[0].strip().lower()
-            if cur is not None and cur not in out:
-                out[cur] = "\n".join(buf)
-            if name == "end":
-                cur = None
-                break
-            cur, buf = name, []
-        elif cur is not None:
-            buf.append(line)
-    if cur is not None and cur not in out:
-        out[cur] = "\n".join(buf)
-    return out
+    return split_sections(text, _header_name, "end")
 
 
 def _pick(sec: dict[str, str], names: set[str]) -> str | None:

@@ -58,3 +58,25 @@ def cut_at(text: str, markers: tuple[str, ...]) -> str:
         if k != -1:
             end = min(end, k)
     return text[:end]
+
+
+def split_sections(text: str, key_of, end: str) -> dict[str, str]:
+    """Section bodies by key. `key_of(stripped_line)` names the section a header line opens (None
+    for a body line); the section keyed `end` stops the split. The first occurrence of a key wins,
+    so a model that repeats a header cannot overwrite what it wrote first."""
+    out: dict[str, str] = {}
+    cur, buf = None, []
+    for line in text.splitlines():
+        key = key_of(line.strip())
+        if key is not None:
+            if cur is not None and cur not in out:
+                out[cur] = "\n".join(buf)
+            if key == end:
+                cur = None
+                break
+            cur, buf = key, []
+        elif cur is not None:
+            buf.append(line)
+    if cur is not None and cur not in out:
+        out[cur] = "\n".join(buf)
+    return out

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from selfplay_core.roles.common import END_OF_TEXT, Rejection, check_function, strip_fences
+from selfplay_core.roles.common import END_OF_TEXT, Rejection, check_function, split_sections, strip_fences
 
 AXES = ("f", "io")
 DIRECTIONS = ("easier", "harder", "same")
@@ -73,24 +73,15 @@ def teacher_completion(question: str, code: str, inputs: list) -> str:
             f"{INPUTS_HEADER}\n{lines}{END_HEADER}\n{END_OF_TEXT}")
 
 
+def _header_key(head: str) -> str | None:
+    if head in (TASK_HEADER, SOLUTION_HEADER, INPUTS_HEADER, END_HEADER) or head.startswith(VARIANT_HEADER):
+        return head
+    return None
+
+
 def _sections(text: str) -> dict[str, str]:
     """Split on known headers; the first occurrence of each wins."""
-    out: dict[str, str] = {}
-    cur, buf = None, []
-    for line in text.splitlines():
-        head = line.strip()
-        if head in (TASK_HEADER, SOLUTION_HEADER, INPUTS_HEADER, END_HEADER) or head.startswith(VARIANT_HEADER):
-            if cur is not None and cur not in out:
-                out[cur] = "\n".join(buf)
-            if head == END_HEADER:
-                cur = None
-                break
-            cur, buf = head, []
-        elif cur is not None:
-            buf.append(line)
-    if cur is not None and cur not in out:
-        out[cur] = "\n".join(buf)
-    return out
+    return split_sections(text, _header_key, END_HEADER)
 
 
 def parse_teacher(output: str, entry_point: str = "f", min_inputs: int = 2,
