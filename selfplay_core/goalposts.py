@@ -63,7 +63,7 @@ def mine_goalposts(candidates: Sequence[Problem], solvers: Sequence[Solver], k: 
 
 def engine_solver(engine, executor, sampling) -> Solver:
     """A solver from an engine (student prompt from each problem's text) and the executor."""
-    from selfplay_core.toyworld.evaluate import solve
+    from selfplay_core.solve import solve
 
     import dataclasses
     import itertools

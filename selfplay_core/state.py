@@ -84,7 +84,7 @@ def load_state(path: str | Path) -> RunState:
 
 
 def _hint(run_dir: Path) -> str:
-    from selfplay_core.loop.checkpoints import last_good_hint
+    from selfplay_core.checkpoints import last_good_hint
     return last_good_hint(run_dir)
 
 

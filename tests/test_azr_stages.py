@@ -8,8 +8,8 @@ import pytest
 from selfplay_core.buffers import BufferItem, TaskBuffer
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core import stages as S
+from selfplay_core.records import Anchor, IterationLog, Proposal
 
 
 def prop(text, i):

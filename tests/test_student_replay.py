@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from selfplay_core.buffers import BufferItem, TaskBuffer
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import IterationLog
+from selfplay_core import stages as S
+from selfplay_core.records import IterationLog
 
 RIGHT, WRONG = "    return sorted(x)\n", "    return x\n"
 

@@ -5,10 +5,10 @@ from types import SimpleNamespace
 
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core import stages as S
+from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.problems import Problem
-from selfplay_core.toyworld.evaluate import SolveResult
+from selfplay_core.solve import SolveResult
 
 
 def solved(i, c, n=8, kind="lemma"):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from selfplay_core.buffers import TaskBuffer
 from selfplay_core.config import RunConfig
-from selfplay_core.loop.checkpoints import (
+from selfplay_core.checkpoints import (
     Checkpoint, resolve_checkpoint, restore_rng_states, rng_states, write_checkpoint,
 )
-from selfplay_core.loop.records import Anchor
+from selfplay_core.records import Anchor
 from selfplay_core.problems import Problem
 from selfplay_core.state import RunState, restore_rng
 

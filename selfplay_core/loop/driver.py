@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Callable
 
 from selfplay_core.config import RunConfig, dump_config
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.checkpoints import DIR as CKPT_DIR
-from selfplay_core.loop.checkpoints import (
+from selfplay_core import stages as S
+from selfplay_core.checkpoints import DIR as CKPT_DIR
+from selfplay_core.checkpoints import (
     checkpoint_name, open_checkpoint_store, resolve_checkpoint, store_key, upload,
 )
-from selfplay_core.loop.checkpoints import prune as prune_checkpoints
+from selfplay_core.checkpoints import prune as prune_checkpoints
 from selfplay_core.loop.context import RunContext
-from selfplay_core.loop.records import IterationLog
+from selfplay_core.records import IterationLog
 from selfplay_core.methods import get_method
 from selfplay_core.state import RunState, StateError, load_state, save_state
 from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking

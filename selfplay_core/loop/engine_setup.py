@@ -182,7 +182,7 @@ def prompt_fits(cfg, tokenizer, limit: int | None):
     """fits(problem, role) for the real-data world: the role's prompt plus its generation budget
     within `limit` tokens."""
     from selfplay_core.roles.teacher import teacher_prompt
-    from selfplay_core.toyworld.evaluate import student_prompt_for
+    from selfplay_core.solve import student_prompt_for
 
     if limit is None:
         return None

@@ -7,10 +7,10 @@ import tempfile
 import time
 
 from selfplay_core.config import load_config
-from selfplay_core.loop import stages as S
+from selfplay_core import stages as S
 from selfplay_core.loop.context import RunContext
 from selfplay_core.loop.driver import direct
-from selfplay_core.loop.records import IterationLog
+from selfplay_core.records import IterationLog
 from selfplay_core.methods import get_method
 
 

@@ -1,5 +1,5 @@
 """One small file per method. Each fills the loop's two slots — where a task comes from and
-who verifies it — by composing the shared stages in `selfplay_core.loop.stages`.
+who verifies it — by composing the shared stages in `selfplay_core.stages`.
 
 A method module exposes `run_iteration(ctx, log, call)`, where `call(name, fn, *args)` runs one
 stage (directly, or as a Prefect task inside the flow).

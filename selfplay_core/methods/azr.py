@@ -22,7 +22,7 @@ all three. Metrics per type: teacher/azr_<type>/{proposals,acceptance,reward,pas
 rejections/azr_<type>/<reason>, student/azr_<type>/reward; teacher/azr/* over all types.
 """
 
-from selfplay_core.loop import stages as S
+from selfplay_core import stages as S
 
 INDUCTION_KINDS = ("azr_induction", "azr")  # "azr": buffers of runs from before task types
 

@@ -5,8 +5,8 @@ the goalpost with one band), no io axis (teacher.axes), no rejection sampling; w
 student.real_tasks_per_iteration > 0 real training tasks join the student batch (GASP + RLVR).
 """
 
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import Anchor
+from selfplay_core import stages as S
+from selfplay_core.records import Anchor
 
 
 def _round(ctx, log, call, anchors, kind, direction, band):

@@ -1,6 +1,6 @@
 """Real-data RLVR: the student trains on the real training split; no teacher."""
 
-from selfplay_core.loop import stages as S
+from selfplay_core import stages as S
 
 
 def run_iteration(ctx, log, call):

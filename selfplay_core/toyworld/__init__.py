@@ -11,7 +11,7 @@
     model.py       the Qwen2-class tiny model
     pretrain.py    the causal-LM pretraining loop
     bootstrap.py   corpus -> tokenizer -> model -> training -> cached HF folder
-    evaluate.py    sample + verify: pass counts, pass@k by depth, teacher validity
+    (sampling + verification: selfplay_core.solve)
     metrics.py     unbiased pass@k
     pg.py          student-only policy gradient (RL sanity check)
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from selfplay_core.engines.base import SamplingParams
-from selfplay_core.toyworld.evaluate import _with_student_stops, score, student_prompt_for
+from selfplay_core.solve import _with_student_stops, score, student_prompt_for
 
 
 @dataclass(frozen=True)

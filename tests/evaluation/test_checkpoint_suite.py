@@ -12,7 +12,7 @@ import pytest
 def test_checkpoint_eval_writes_report_and_mlflow_run(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from selfplay_core.evaluation.suite import CheckpointEvalConfig, run_checkpoint_eval
+    from selfplay_core.checkpoint_eval import CheckpointEvalConfig, run_checkpoint_eval
     from selfplay_core.storage import open_store
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
@@ -75,7 +75,7 @@ def test_loop_compatibility_and_cache_key():
 def test_bad_checkpoints_and_parameters_are_one_clear_error(tmp_path):
     from pydantic import ValidationError
 
-    from selfplay_core.evaluation.suite import CheckpointEvalConfig, resolve_checkpoint
+    from selfplay_core.checkpoint_eval import CheckpointEvalConfig, resolve_checkpoint
     from selfplay_core.mining import resolve_model
     from selfplay_core.problems import InputError
 

@@ -120,7 +120,7 @@ def toy_eval_problems(world_seed: int, max_problems: int | None):
 def evaluate_toy(engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> dict:
     """Held-out toy-world pass@k overall and by depth; writes report.json and results.jsonl."""
     from selfplay_core.engines.base import SamplingParams
-    from selfplay_core.toyworld.evaluate import solve
+    from selfplay_core.solve import solve
     from selfplay_core.toyworld.metrics import mean_pass_at_k
 
     t0 = time.perf_counter()

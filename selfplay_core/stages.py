@@ -15,7 +15,7 @@ from typing import Sequence
 from selfplay_core import rewards
 from selfplay_core.buffers import BufferItem
 from selfplay_core.engines.base import SamplingParams
-from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.problems import Problem, TestCase
 from selfplay_core.rl import advantages as adv_mod
 from selfplay_core.rl.learner import Rollout
@@ -24,7 +24,7 @@ from selfplay_core.roles import azr as azr_role
 from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.teacher import STOP as TEACHER_STOP
 from selfplay_core.roles.teacher import parse_teacher, teacher_prompt
-from selfplay_core.toyworld.evaluate import SolveResult, solve
+from selfplay_core.solve import SolveResult, solve
 from selfplay_core.toyworld.metrics import mean_pass_at_k
 
 # Imports a proposal's reference program may use: pure computation only.
