@@ -11,7 +11,7 @@ from selfplay_core.engines.gpu_config, no download):
      plus one LoRA step on the 7B shape (peft path);
   2. generation tokens/s with transformers `generate` (KV cache, sampling, fixed length), and
      through selfplay_core.engines.hf.HFEngine when that module exists;
-  3. the toy-world default loop for a few iterations, when `selfplay_core.toyworld` provides
+  3. the toy-world default loop for a few iterations, when `selfplay_core.loop.headless` provides
      `run_default_loop(iterations: int, device: str) -> dict` (skipped with a note otherwise).
 
 The machine it is meant for has torch, transformers, accelerate and peft but no vLLM, TRL,
@@ -287,7 +287,7 @@ def hf_engine_case(model, shape: ModelShape, batch_size: int, prompt_len: int,
 
 # ---- 3. toy-world loop ---------------------------------------------------------------------------
 def toy_loop_case(entry: str | None, iterations: int, device: str) -> dict:
-    module_name, _, func_name = (entry or "selfplay_core.toyworld:run_default_loop").partition(":")
+    module_name, _, func_name = (entry or "selfplay_core.loop.headless:run_default_loop").partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

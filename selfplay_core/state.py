@@ -9,9 +9,9 @@ import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from selfplay_core.checkpoints import StateError, last_good_hint
 
-class StateError(RuntimeError):
-    """A missing or corrupt state/checkpoint file; the message names the file."""
+__all__ = ["RunState", "StateError", "load_state", "restore_rng", "save_state"]
 
 
 @dataclass
@@ -84,7 +84,6 @@ def load_state(path: str | Path) -> RunState:
 
 
 def _hint(run_dir: Path) -> str:
-    from selfplay_core.checkpoints import last_good_hint
     return last_good_hint(run_dir)
 
 

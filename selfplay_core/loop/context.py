@@ -3,9 +3,6 @@ part: the starting weights, the policy and learner, the engine, the executor, th
 goalposts, the weight push. `build_context` wires them in the order a resume needs (the RNG
 states of a checkpoint are restored after the model loads, the goalposts of a saved run are
 kept); each factory can also be called on its own.
-
-torch and transformers are imported inside the factories that need them: the CLI imports this
-module for `selfplay run --dry-run`, which must not pay for them.
 """
 
 from __future__ import annotations
@@ -13,10 +10,16 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
 from selfplay_core.checkpoints import (Checkpoint, resolve_checkpoint, restore_rng_states, rng_states,
                                        write_checkpoint)
+from selfplay_core.engines.vllm import iter_sync_tensors
 from selfplay_core.loop import engine_setup as E
 from selfplay_core.loop.worlds import World, build_world, select_goalposts
+from selfplay_core.rl.gpu import make_accelerator, prepare_for
+from selfplay_core.rl.learner import Learner
 from selfplay_core.run_context import RunContext
 from selfplay_core.sandbox import Executor
 from selfplay_core.state import RunState
@@ -47,15 +50,9 @@ def starting_weights(cfg, run_dir: Path, state: RunState) -> Path:
 def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
     """The policy (with the GPU plan's precision, gradient checkpointing and LoRA) and its
     learner; on resume the optimizer state and the torch RNG states of the checkpoint."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from selfplay_core.rl.learner import Learner
-
     policy = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, cfg.model.dtype))
     accelerator = None
     if cfg.gpu is not None:
-        from selfplay_core.rl.gpu import make_accelerator, prepare_for  # accelerate/peft: GPU runs only
         policy, accelerator = prepare_for(policy, cfg.gpu), make_accelerator(cfg.gpu)
     learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), accelerator=accelerator)
     trainer_state = model_dir / "trainer_state.pt"
@@ -71,7 +68,6 @@ def hf_push(engine):
     learner's merged tensors, under the base model's names)."""
     def push(model) -> dict:
         if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
-            from selfplay_core.engines.vllm import iter_sync_tensors  # peft models only
             engine.load_weights({n: t for n, t in iter_sync_tensors(model)})
         else:
             engine.load_weights(model.state_dict())
@@ -92,8 +88,6 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
                   model_dir: str | Path | None = None) -> RunContext:
     """Everything a run needs, from its config: a fresh run, or (with a state that has a
     checkpoint) the continuation of one. `executor`: use this one (the caller closes it)."""
-    import torch
-
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = state or RunState()
@@ -110,7 +104,6 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
         if cfg.engine.backend == "vllm":
             if not E.launches_server(cfg):
                 E.check_server(cfg)  # before the model loads: a missing server fails at once
-            from transformers import AutoTokenizer
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         else:
             engine = E.make_hf_engine(cfg, model_dir)
@@ -144,8 +137,6 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
 def save_checkpoint(ctx: RunContext, iteration: int) -> Checkpoint:
     """checkpoints/iter-NNNN of the run, written atomically with a manifest (checkpoints.py):
     the weights and tokenizer as a Hugging Face folder, plus the optimizer and RNG states."""
-    import torch
-
     def save(path: Path) -> None:
         ctx.learner.unwrapped.save_pretrained(path)
         ctx.tokenizer.save_pretrained(path)
