@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from selfplay_core.engines.base import Completion, SamplingParams
-from selfplay_core.problems import Problem, Sample
+from selfplay_core.evaluation.verify import verify_programs
+from selfplay_core.problems import Problem
 from selfplay_core.roles.common import Rejection, signature_of
 from selfplay_core.roles.student import (REAL_STOP, STOP, is_real_problem, parse_student,
                                          real_student_program, real_student_prompt, student_prompt)
@@ -100,7 +101,7 @@ def score(executor, problems: list[Problem], completions: list[list[Completion]]
             else:
                 jobs.append((res, j, p, program))
         results.append(res)
-    verdicts = executor.verify([(p, Sample(p.id, j, code)) for _, j, p, code in jobs])
+    verdicts = verify_programs(executor, [(p, j, code) for _, j, p, code in jobs])
     for (res, j, _, _), v in zip(jobs, verdicts):
         res.passed[j] = v.passed
         if not v.passed:

@@ -24,7 +24,8 @@ a Prefect task inside the flow):
               learner steps; the engine gets the new weights
 
 `ctx` is the run's `RunContext` (engine, executor, learner, world, buffers, state, rng) and
-`log` its `IterationLog`. Hooks a method does not override do what GASP, AZR and RLVR share.
+`log` its `IterationLog`; what a method keeps across iterations goes into
+`ctx.state.method_state` (JSON values, saved with the run state, so a resume continues it). Hooks a method does not override do what GASP, AZR and RLVR share.
 Examples of how the family's methods fill them:
 
 * the Round: GASP's lemma then lift (`rounds.DescribedRound`: the teacher writes a question,
