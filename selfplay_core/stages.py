@@ -213,7 +213,11 @@ def score(ctx, proposals: list[Proposal], reward: ProposerReward, log: Iteration
     (teacher.format_penalty / invalid_penalty) for the rest."""
     t = ctx.config.teacher
     acc = [p for p in proposals if p.accepted]
-    values = iter(reward(ctx, acc) if acc else [])
+    given = list(reward(ctx, acc)) if acc else []
+    if len(given) != len(acc):
+        raise ValueError(f"{type(reward).__name__} gave {len(given)} rewards for {len(acc)} "
+                         "accepted proposals")
+    values = iter(given)
     for p in proposals:
         if p.accepted:
             p.reward = next(values)
