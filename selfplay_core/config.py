@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from selfplay_core.engines.gpu_config import GPUConfig
 from selfplay_core.roles.common import Rejection
-from selfplay_core.rl.learner import LearnerConfig
+from selfplay_core.rl.config import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
 
 
