@@ -1,6 +1,7 @@
 """Suite-wide settings: offline, no telemetry, generous Prefect start-up (ENVIRONMENT.md)."""
 
 import os
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -41,3 +42,20 @@ def executor():
 
     with Executor(SandboxConfig(workers=2)) as ex:
         yield ex
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_prefect_temporary_server():
+    """Stop Prefect's temporary API server (started by the first flow called without
+    PREFECT_API_URL) while pytest still captures output.
+
+    Why: Prefect stops that server from an atexit hook, which logs "Stopping temporary server"
+    through Prefect's console handler. The handler holds the stream that was sys.stderr when
+    Prefect configured logging, i.e. pytest's capture file, which pytest has closed by then: the
+    result was a "--- Logging error --- ValueError: I/O operation on closed file" traceback after
+    the test summary. Stopping it here (as Prefect's own test fixtures do) leaves nothing for
+    the hook to log."""
+    yield
+    server = sys.modules.get("prefect.server.api.server")
+    if server is not None:
+        server.SubprocessASGIServer().stop()
