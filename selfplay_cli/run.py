@@ -105,6 +105,9 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=console, transient=False)
+    if not args.no_prefect:
+        import flows.selfplay  # noqa: F401  (configures Prefect's logging, which the next line extends)
+    _show_library_info(console)
     with progress:
         bar = progress.add_task("self-play", total=cfg.iterations)
 
@@ -140,6 +143,21 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
                 _stop_temporary_prefect_server()
         progress.update(bar, completed=cfg.iterations, description=f"{cfg.method}: done")
     return result
+
+
+def _show_library_info(console) -> None:
+    """selfplay_core's INFO lines on the terminal: what a long step is doing (goalpost mining
+    rounds on a first run, a checkpoint fetched from the store, spooled uploads delivered).
+    Under Prefect they reach its console handler on the root logger; without Prefect a rich
+    handler prints them above the progress bar."""
+    import logging
+
+    lib = logging.getLogger("selfplay_core")
+    lib.setLevel(logging.INFO)
+    if not logging.getLogger().handlers and not lib.handlers:
+        from rich.logging import RichHandler
+
+        lib.addHandler(RichHandler(console=console, show_path=False, show_time=False))
 
 
 class _TaskRunInfoFilter:

@@ -298,8 +298,10 @@ def run(args) -> int:
             print_(f"S3           {s3_env['S3_ENDPOINT_URL']}  bucket {BUCKET}  "
                    f"key {s3_env['AWS_ACCESS_KEY_ID']} / {s3_env['AWS_SECRET_ACCESS_KEY']}")
         print_(f"logs         {logs}")
-        print_("Run a deployment from the UI (Deployments -> Run -> Custom run), or from a shell: "
-               "see README, 'Deployments'.")
+        print_("Run a deployment from the UI (Deployments -> Run -> Custom run), or from a shell "
+               "in the repository root (README, 'Deployments'):")
+        print_(f"  . .venv/bin/activate; export PREFECT_API_URL={prefect_api}")
+        print_("  prefect deployment run selfplay/nightly")
         print_("Ctrl-C stops everything.")
         while True:
             dead = procs.dead()
