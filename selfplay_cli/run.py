@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 
 
 def register(sub) -> None:
@@ -28,6 +29,9 @@ def _env_defaults() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "true")
     os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # transformers' "Loading weights" / "Writing model shards" bars, twice per iteration, between
+    # the lines that matter; the run's own progress bar is enough.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def run(args) -> int:
@@ -106,9 +110,8 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=console, transient=False)
     if not args.no_prefect:
-        import flows.selfplay  # noqa: F401  (configures Prefect's logging, which the next line extends)
-    _show_library_info(console)
-    with progress:
+        import flows.selfplay  # noqa: F401  (configures Prefect's logging, which _library_info uses)
+    with _library_info(console), progress:
         bar = progress.add_task("self-play", total=cfg.iterations)
 
         def on_stage(name: str) -> None:
@@ -145,19 +148,29 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
     return result
 
 
-def _show_library_info(console) -> None:
-    """selfplay_core's INFO lines on the terminal: what a long step is doing (goalpost mining
-    rounds on a first run, a checkpoint fetched from the store, spooled uploads delivered).
-    Under Prefect they reach its console handler on the root logger; without Prefect a rich
-    handler prints them above the progress bar."""
+@contextmanager
+def _library_info(console):
+    """selfplay_core's INFO lines on the terminal while the run goes: what a long step is doing
+    (goalpost mining rounds on a first run, a checkpoint fetched from the store, spooled uploads
+    delivered). Under Prefect they reach its console handler on the root logger; without Prefect
+    a rich handler prints them above the progress bar. Restored afterwards (main() may be called
+    in-process)."""
     import logging
 
     lib = logging.getLogger("selfplay_core")
+    level, handler = lib.level, None
     lib.setLevel(logging.INFO)
-    if not logging.getLogger().handlers and not lib.handlers:
+    if not logging.getLogger().handlers:
         from rich.logging import RichHandler
 
-        lib.addHandler(RichHandler(console=console, show_path=False, show_time=False))
+        handler = RichHandler(console=console, show_path=False, show_time=False)
+        lib.addHandler(handler)
+    try:
+        yield
+    finally:
+        lib.setLevel(level)
+        if handler is not None:
+            lib.removeHandler(handler)
 
 
 class _TaskRunInfoFilter:

@@ -149,7 +149,28 @@ def evaluate_toy(engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> 
     return report
 
 
-def evaluate_benchmark(name: str, engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> dict:
+def expected_output_progress(name: str, log, steps: int = 4):
+    """(on_compute, progress) callbacks for load_benchmark that log what is computed and each
+    quarter done: the first evaluation of HumanEval+ / MBPP+ runs every canonical solution."""
+    state = {"total": 0, "done": 0}
+
+    def on_compute(n: int) -> None:
+        state["total"] = n
+        if n:
+            log(f"{name}: computing the expected outputs of {n} problems (their canonical "
+                "solutions run once in the sandbox; cached for the next time)")
+
+    def progress(k: int) -> None:
+        before, state["done"] = state["done"], state["done"] + k
+        total = state["total"]
+        if total and any(before < total * q / steps <= state["done"] for q in range(1, steps + 1)):
+            log(f"{name}: expected outputs {state['done']}/{total}")
+
+    return on_compute, progress
+
+
+def evaluate_benchmark(name: str, engine, executor, cfg: CheckpointEvalConfig, out_dir: Path,
+                       log=lambda m: None) -> dict:
     """One code benchmark through the runner (as `selfplay evaluate --model`); writes its files."""
     import dataclasses
 
@@ -159,7 +180,8 @@ def evaluate_benchmark(name: str, engine, executor, cfg: CheckpointEvalConfig, o
     from selfplay_core.evaluation.report import write_outputs
     from selfplay_core.evaluation.runner import EvalConfig, evaluate
 
-    bench = load_benchmark(name, cfg.data, executor=executor)
+    on_compute, progress = expected_output_progress(name, log)
+    bench = load_benchmark(name, cfg.data, executor=executor, on_compute=on_compute, progress=progress)
     if cfg.max_problems and len(bench.problems) > cfg.max_problems:
         bench = dataclasses.replace(bench, problems=bench.problems[:cfg.max_problems],
                                     _content_hash=None)
@@ -256,7 +278,7 @@ def run_checkpoint_eval(cfg: CheckpointEvalConfig, *, call=direct, log=lambda m:
                         report = call("evaluate-toy", evaluate_toy, engine, ex, cfg, out_root / name)
                     else:
                         report = call(f"evaluate-{name}", evaluate_benchmark, name, engine, ex,
-                                      cfg, out_root / name)
+                                      cfg, out_root / name, log)
                     got = numeric_metrics(name, report["metrics"])
                     metrics.update(got)
                     tracker.log_metrics(got, step=0)

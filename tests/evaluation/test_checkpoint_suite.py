@@ -130,3 +130,20 @@ def test_a_benchmark_that_does_not_fit_the_checkpoint_is_refused_before_anything
     # With room for the prompts the same benchmark is accepted by the check.
     from selfplay_core.evaluation.suite import check_benchmarks_fit
     check_benchmarks_fit(cfg.model_copy(update={"max_new_tokens": window - max(lengths)}), ASSET_DIR)
+
+
+def test_expected_output_progress_says_what_it_computes_and_each_quarter():
+    from selfplay_core.evaluation.suite import expected_output_progress
+
+    lines = []
+    on_compute, progress = expected_output_progress("mbppplus", lines.append)
+    on_compute(10)
+    for _ in range(10):
+        progress(1)
+    assert lines[0].startswith("mbppplus: computing the expected outputs of 10 problems")
+    # Quarters of 10: 2.5, 5, 7.5, 10 -> logged at 3, 5, 8 and 10 done.
+    assert lines[1:] == [f"mbppplus: expected outputs {n}/10" for n in (3, 5, 8, 10)]
+    lines.clear()
+    on_compute, progress = expected_output_progress("mbppplus", lines.append)
+    on_compute(0)  # all cached: nothing to say
+    assert lines == []
