@@ -143,7 +143,7 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
             finally:
                 stage_listeners.remove(on_stage)
                 iteration_listeners.remove(on_iteration)
-                _stop_temporary_prefect_server()
+                _quiet_prefect_at_exit()
         progress.update(bar, completed=cfg.iterations, description=f"{cfg.method}: done")
     return result
 
@@ -196,22 +196,16 @@ def _quiet_task_run_logs() -> None:
             handler.addFilter(_TaskRunInfoFilter())
 
 
-def _stop_temporary_prefect_server() -> None:
-    """Stop the temporary Prefect API server a flow run without PREFECT_API_URL started, now
-    and quietly: Prefect would otherwise stop it at exit and log a line after the summary."""
+def _quiet_prefect_at_exit() -> None:
+    """Prefect stops its temporary API server (a flow run without PREFECT_API_URL starts one)
+    from an atexit hook that logs "Stopping temporary server" at INFO: after our summary. This
+    hook, registered later, runs first and leaves Prefect's logger warnings and errors only.
+    (Stopping the server here instead would cut off Prefect's log worker, which sends its
+    last batch at exit: "Error logging to API".)"""
+    import atexit
     import logging
-    import sys
 
-    server = sys.modules.get("prefect.server.api.server")
-    if server is None:
-        return
-    logger = logging.getLogger("prefect")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        server.SubprocessASGIServer().stop()
-    finally:
-        logger.setLevel(level)
+    atexit.register(lambda: logging.getLogger("prefect").setLevel(logging.WARNING))
 
 
 def _print_summary(result: dict, cfg) -> None:
@@ -252,10 +246,13 @@ def _runs_view(uri: str, run_id: str) -> str:
         return runs_url(uri, exp) if exp else uri
     from pathlib import Path
 
+    from selfplay_cli.serve import bin_of
+
     page = runs_url("http://127.0.0.1:5000", exp) if exp else "http://127.0.0.1:5000"
-    served = uri == f"sqlite:///{Path('runs/mlruns').resolve() / 'mlflow.db'}"
+    repo = Path(__file__).resolve().parents[1]
+    served = uri == f"sqlite:///{repo / 'runs' / 'mlruns' / 'mlflow.db'}"  # make up's default
     return (("`make up` (it serves this store) or " if served else "")
-            + f"`.venv/bin/mlflow ui --backend-store-uri {uri}`, then open {page}")
+            + f"`{bin_of('mlflow')} ui --backend-store-uri {uri}`, then open {page}")
 
 
 def _gpu_plan(cfg) -> str | None:

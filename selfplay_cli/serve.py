@@ -292,8 +292,8 @@ def run(args) -> int:
         print_(f"MLflow UI    {mlflow_url}   (store {store})")
         for name, url in experiment_urls(mlflow_url):
             print_(f"  runs of {name}: {url}")
-        print_("  MLflow 3.17 opens on 'GenAI apps & agents': pick 'Machine learning' at the top "
-               "of its side bar for the runs list (select runs, then Compare).")
+        print_("  MLflow 3.17 opens on 'GenAI apps & agents': switch its side bar's workflow "
+               "selector to 'Machine learning' for the runs list (tick runs, then Compare).")
         if s3_env:
             print_(f"S3           {s3_env['S3_ENDPOINT_URL']}  bucket {BUCKET}  "
                    f"key {s3_env['AWS_ACCESS_KEY_ID']} / {s3_env['AWS_SECRET_ACCESS_KEY']}")
