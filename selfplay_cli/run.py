@@ -135,7 +135,8 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
             def on_iteration(step: int) -> None:
                 progress.update(bar, completed=step)
 
-            _quiet_task_run_logs()
+            if console.is_terminal:  # where the live bar shows the stage; a log file keeps them
+                _quiet_task_run_logs()
             stage_listeners.append(on_stage)
             iteration_listeners.append(on_iteration)
             try:
@@ -175,9 +176,10 @@ def _library_info(console):
 
 class _TaskRunInfoFilter:
     """Drops Prefect's per-task INFO lines ("Task run 'update-466' - Finished in state
-    Completed()", ~15 per iteration) from the terminal; the progress bar shows the stage, the
-    flow logs each iteration's metrics, and warnings and errors still show. The Prefect API
-    (and its UI) keeps every line: its handler sits on the task-run logger itself."""
+    Completed()", ~15 per iteration) from a terminal, where the live progress bar shows the
+    stage; the flow logs each iteration's metrics, and warnings and errors still show. Output
+    to a file keeps them: there they are the only sign of the stage (and tests wait on them).
+    The Prefect API (and its UI) keeps every line: its handler sits on the task-run logger."""
 
     def filter(self, record) -> bool:
         import logging
