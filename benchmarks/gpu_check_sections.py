@@ -191,14 +191,17 @@ def random_rollouts(shape, batch, n: int, seed: int = 0):
 
 
 def word_tokenizer(vocab_size: int):
-    """One word per token id ("t0" .. "tN"): text prompts for a random model, no download."""
+    """One word per token id ("t0" .. "tN"): text prompts for a random model, no download. The
+    end-of-sequence token is one id past the model's vocabulary, so sampling never stops early
+    and every sequence is exactly as long as asked."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(vocab_size)}, unk_token="t0"))
+    vocab = {f"t{i}": i for i in range(vocab_size)} | {"<eos>": vocab_size}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", pad_token="t0",
-                                   eos_token="t1")
+                                   eos_token="<eos>")
 
 
 # ---- probe -----------------------------------------------------------------------------------

@@ -230,20 +230,24 @@ class ChangeProbe:
                 self.index.append(torch.arange(0, stride * per_tensor, stride, device=p.device))
         self._before: list[torch.Tensor] | None = None
 
-    def _sample(self, p, idx):
-        flat = p.detach().reshape(-1)
-        return flat.clone() if idx is None else flat[idx.to(flat.device)].clone()
+    def _sample(self, k: int):
+        flat = self.params[k].detach().reshape(-1)
+        idx = self.index[k]
+        if idx is None:
+            return flat.clone()
+        if idx.device != flat.device:  # the model moved (accelerate.prepare) after we were made
+            idx = self.index[k] = idx.to(flat.device)
+        return flat[idx].clone()
 
     def snapshot(self) -> None:
-        self._before = [self._sample(p, i) for p, i in zip(self.params, self.index)]
+        self._before = [self._sample(k) for k in range(len(self.params))]
 
     def changed_share(self) -> float:
         if self._before is None:
             raise RuntimeError("snapshot() before changed_share()")
         num, den = 0.0, 0
-        for p, i, b in zip(self.params, self.index, self._before):
-            now = self._sample(p, i)
-            num += float((now != b).float().mean()) * p.numel()
+        for k, (p, b) in enumerate(zip(self.params, self._before)):
+            num += float((self._sample(k) != b).float().mean()) * p.numel()
             den += p.numel()
         self._before = None
         return num / den if den else float("nan")

@@ -207,3 +207,17 @@ def test_changed_share_counts_what_the_step_changed():
     m = Learner(master, LearnerConfig(lr=1e-6, micro_batch_size=8), low_precision="master"
                 ).step(rollouts())
     assert m["learner/changed_share"] > 0.9  # the float32 master moved nearly everywhere
+
+
+def test_lora_on_a_bf16_base_trains_float32_adapters_that_move_at_lr_1e6():
+    from selfplay_core.engines.gpu_config import LoraSettings
+
+    model = prepare_model(tiny_model(), dtype="bfloat16", precision="pure",
+                          lora=LoraSettings(r=8, target_modules=("q_proj", "v_proj")))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert trainable and {p.dtype for p in trainable} == {torch.float32}
+    learner = Learner(model, LearnerConfig(lr=1e-6, micro_batch_size=8))
+    assert isinstance(learner.optimizer.optimizer, torch.optim.AdamW)  # exact in float32
+    learner.step(rollouts())  # lora_B starts at zero; the second step moves lora_A too
+    m = learner.step(rollouts())
+    assert m["learner/changed_share"] > 0.95
