@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from selfplay_core.engines.gpu_config import BatchShape, GPUConfig, ModelShape, learner_memory
-from selfplay_core.rl.learner import _HeadScores, _head_scores, token_logprobs
+from selfplay_core.rl.head_scores import HeadScores, head_scores
+from selfplay_core.rl.learner import token_logprobs
 from tests.support.live_bytes import LiveBytes
 
 torch.set_num_threads(1)
@@ -77,7 +78,7 @@ def test_head_gradients_pass_gradcheck_in_float64():
     tgt = torch.tensor([0, 3, 10, 4, 4, 7])
 
     def f(h, w, b):
-        lp, ent = _HeadScores.apply(h, w, b, tgt, t, True)
+        lp, ent = HeadScores.apply(h, w, b, tgt, t, True)
         return lp, ent
 
     assert torch.autograd.gradcheck(f, (h, w, b))
@@ -101,7 +102,7 @@ def _head_peak(vocab, hidden, rows, chunk, dtype=torch.float32):
     tgt = torch.randint(0, vocab, (rows,))
     t = torch.ones(rows)
     with LiveBytes() as live:
-        lp, _ = _head_scores(head, h, tgt, t, "metric", chunk)
+        lp, _ = head_scores(head, h, tgt, t, "metric", chunk)
         lp.sum().backward()
     return live.peak
 
