@@ -440,7 +440,9 @@ def sync_rehearsal(ctx: Ctx) -> dict:
     own = _checksums(model.state_dict().items())
     out = {"shape": shape.name, "bytes": sum(t.numel() * t.element_size()
                                              for t in model.state_dict().values())}
-    with tempfile.TemporaryDirectory(dir=ctx.out, prefix="sync-") as tmp:
+    # the system's temp folder, not OUT: a section killed mid-write must not leave GBs of
+    # checkpoint among the results that are copied back
+    with tempfile.TemporaryDirectory(prefix="gpu-check-sync-") as tmp:
         target = Path(tmp) / "served"
         t = time.monotonic()
         write_checkpoint(model, target)
