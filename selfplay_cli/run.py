@@ -38,12 +38,14 @@ def run(args) -> int:
     from selfplay_cli._common import CLIError
     from selfplay_core.config import ConfigError
     from selfplay_core.engines.errors import EngineError
+    from selfplay_core.engines.gpu_config import DistributedLaunchError, refuse_distributed_launch
     from selfplay_core.state import StateError
     from selfplay_core.storage import StorageError
 
     try:
+        refuse_distributed_launch()  # every rank would run the loop: refuse before anything
         return _run(args)
-    except (ConfigError, EngineError, StateError, StorageError) as e:  # one line, no traceback
+    except (ConfigError, EngineError, StateError, StorageError, DistributedLaunchError) as e:  # one line, no traceback
         raise CLIError(str(e)) from None
 
 

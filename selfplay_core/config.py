@@ -303,7 +303,8 @@ class RunConfig(_Frozen):
                            max_prompt_len=1024,
                            max_completion_len=max(self.engine.max_new_tokens_student,
                                                   self.engine.max_new_tokens_teacher),
-                           micro_batch_size=self.learner.micro_batch_size)
+                           micro_batch_size=self.learner.micro_batch_size,
+                           logits_chunk_tokens=self.learner.logits_chunk_tokens)
         return resolve_plan(self.gpu, QWEN25_CODER[self.plan.model_shape], batch)
 
 

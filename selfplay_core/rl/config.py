@@ -32,6 +32,9 @@ class LearnerConfig(BaseModel):
     # Per-role loss multiplier (a role not named weighs 1). One model plays both roles, so each
     # role's policy gradient also moves the other's behaviour.
     role_weights: dict[str, float] = Field(default_factory=dict)
+    # Scored positions per output-head chunk: bounds the float32 logits of a step (with a 152k
+    # vocabulary, 1024 positions make 0.6 GB of float32 logits; the whole sequence would not fit).
+    logits_chunk_tokens: int = Field(1024, ge=1)
 
     @model_validator(mode="after")
     def _check_weights(self):
