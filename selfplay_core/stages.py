@@ -22,7 +22,7 @@ from selfplay_core.evaluation.passk import mean_pass_at_k_or_nan
 from selfplay_core.problems import Problem, TestCase
 from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.rl.advantages import Scored
-from selfplay_core.rl.learner import Rollout
+from selfplay_core.rl.rollout import Rollout
 from selfplay_core.roles.common import Rejection, signature_of
 from selfplay_core.roles.teacher import STOP as TEACHER_STOP
 from selfplay_core.roles.teacher import parse_teacher, teacher_prompt
@@ -367,8 +367,9 @@ def update(ctx, method, teacher: list[Proposal], student: list[tuple[str, SolveR
     if not signal:
         return {}
     t0 = time.perf_counter()
-    for _ in range(ctx.config.updates_per_iteration):
-        metrics = ctx.learner.step(signal)
+    with ctx.learner_turn():  # a colocated vLLM server sleeps through the update
+        for _ in range(ctx.config.updates_per_iteration):
+            metrics = ctx.learner.step(signal)
     metrics.update(ctx.push_weights())
     metrics["time/update_s"] = time.perf_counter() - t0
     log.add(**metrics)
