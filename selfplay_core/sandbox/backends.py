@@ -50,7 +50,8 @@ class WorkerProcess(Protocol):
 class Launcher(Protocol):
     isolation: str
 
-    def spawn(self, index: int) -> WorkerProcess: ...
+    def spawn(self, index: int, hash_seed: int | None = None,
+              preload: str | None = None) -> WorkerProcess: ...
 
 
 class PipeWorker:
@@ -160,11 +161,57 @@ def _namespace_args() -> list[str]:
     return args
 
 
+def _worker_cmd(exe: str, uid: int, isolation: str, hash_seed: int | None,
+                preload: str | None) -> list[str]:
+    """The worker's command line. With a fixed hash seed the interpreter must read
+    PYTHONHASHSEED, so `-I` (which implies -E) becomes -s -P: the environment is ours alone
+    either way (cleared by bwrap or by Popen)."""
+    flags = ["-I", "-S"] if hash_seed is None else ["-s", "-P", "-S"]
+    cmd = [exe, *flags, "-c", worker_source(), str(uid), isolation]
+    if preload is not None:
+        cmd.append(preload)
+    return cmd
+
+
+class _UidBlock:
+    """A block of 512 uids held for this executor's lifetime (an flock'd file per block), so
+    two executors on one machine never share a uid, whatever their pids."""
+
+    SIZE = 512
+    LOCK_DIR = "/tmp/selfplay-sandbox-uids"
+
+    def __init__(self, base: int | None):
+        import fcntl
+        import random
+        self.fd = None
+        if base is not None:
+            self.base = base
+            return
+        os.makedirs(self.LOCK_DIR, mode=0o700, exist_ok=True)
+        rng = random.SystemRandom()
+        for _ in range(64):
+            k = rng.randrange(0, 4_000_000)
+            fd = os.open(os.path.join(self.LOCK_DIR, f"{k}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            self.fd, self.base = fd, 200_000 + k * self.SIZE
+            return
+        raise SandboxUnavailable("could not reserve a block of sandbox uids")
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class LocalLauncher:
     """Workers on this machine: inside bubblewrap when possible, else bare (loudly)."""
 
     def __init__(self, isolation: str = "auto", require_isolation: bool = False,
-                 uid_base: int | None = None):
+                 uid_base: int | None = None, scratch_mb: int = 256):
         problem = bwrap_problem() if isolation in ("auto", "bwrap") else "isolation is set to none"
         if problem is None:
             self.isolation = "bwrap"
@@ -181,13 +228,18 @@ class LocalLauncher:
                    "sandbox.require_isolation: true to refuse to run like this.")
             log.warning(msg)
             print(msg, file=sys.stderr)
-        # A block of 512 uids per executor (workers <= 512), far above regular users' uids.
-        self.uid_base = uid_base if uid_base is not None else 100000 + (os.getpid() % 4096) * 512
+        self.require_isolation = require_isolation
+        self.scratch_mb = scratch_mb
+        self._uids = _UidBlock(uid_base)
+        self.uid_base = self._uids.base
 
-    def argv(self, index: int) -> list[str]:
+    def release(self) -> None:
+        self._uids.release()
+
+    def argv(self, index: int, hash_seed: int | None = None, preload: str | None = None) -> list[str]:
         exe, prefix = _python()
         uid = self.uid_base + index if os.geteuid() == 0 else -1
-        cmd = [exe, "-I", "-S", "-c", worker_source(), str(uid), self.isolation]
+        cmd = _worker_cmd(exe, uid, self.isolation, hash_seed, preload)
         if self.isolation == "none":
             return cmd
         args = ["bwrap", *_namespace_args()]
@@ -207,10 +259,27 @@ class LocalLauncher:
                 for k in range(1, len(parts)):
                     args += ["--perms", "0755", "--dir", "/" + "/".join(parts[:k])]
                 args += ["--ro-bind", d, d]
-        args += ["--perms", "0755", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-                 "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
-                 "--chdir", "/tmp", "--"]
+        # /tmp (scratch dirs, stdin files) is memory: its size is capped, so files a job
+        # writes count against a bound too.
+        args += ["--perms", "0755", "--size", str(self.scratch_mb << 20), "--tmpfs", "/tmp",
+                 "--proc", "/proc", "--dev", "/dev",
+                 "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
+        if hash_seed is not None:
+            args += ["--setenv", "PYTHONHASHSEED", str(hash_seed)]
+        args += ["--chdir", "/tmp", "--"]
         return args + cmd
 
-    def spawn(self, index: int) -> WorkerProcess:
-        return PipeWorker(self.argv(index))
+    def spawn(self, index: int, hash_seed: int | None = None,
+              preload: str | None = None) -> WorkerProcess:
+        env = None
+        if self.isolation == "none" and hash_seed is not None:
+            env = dict(_CLEAN_ENV, PYTHONHASHSEED=str(hash_seed))
+        w = PipeWorker(self.argv(index, hash_seed, preload), env=env)
+        if not w.ready_info.get("seccomp"):
+            msg = ("sandbox workers run without a seccomp filter here (only x86-64 is "
+                   "supported): SysV IPC, keyrings and namespaces stay reachable")
+            if self.require_isolation:
+                w.kill()
+                raise SandboxUnavailable(msg)
+            log.warning(msg)
+        return w

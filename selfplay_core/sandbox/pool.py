@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from collections import deque
 from typing import Callable, Sequence
 
-from selfplay_core.sandbox import worker as _worker_mod
 from selfplay_core.sandbox.backends import Launcher, WorkerProcess
 
 log = logging.getLogger(__name__)
@@ -30,8 +29,11 @@ class Job:
     """One program run: call mode (one child runs all tests) or stdin mode (one per test).
 
     `inputs_json` is a JSON array text: tagged-JSON argument lists (call) or strings (stdin).
-    `on_record(record) -> bool` sees each result record as it arrives; returning False aborts
-    the job (early exit).
+    `on_record(test, wall_s, cpu_s, payload) -> bool` sees each test result as it arrives
+    (test index and times measured by the worker, payload as sent: see `worker`); returning False
+    aborts the job (early exit). Records are never buffered here.
+    `pure`: run under an import allow-list with the pure seccomp profile (reference runs):
+    `{"allowed": [...], "clock_offset": seconds}`.
     """
 
     mode: str
@@ -43,13 +45,13 @@ class Job:
     memory_mb: int
     output_mb: int
     deadline: float
-    on_record: Callable[[dict], bool] | None = None
+    on_record: Callable[[int, float, float, bytes], bool] | None = None
     worker: int | None = None  # run on this worker slot (mod pool size); None: any
+    pure: dict | None = None
 
 
 @dataclass
 class JobOutcome:
-    records: list[dict] = field(default_factory=list)
     end: dict = field(default_factory=dict)
     harness_error: str | None = None
     aborted: bool = False
@@ -57,24 +59,35 @@ class JobOutcome:
 
 
 def _job_line(job_id: int, job: Job) -> bytes:
-    head = json.dumps({
+    head = {
         "op": "run", "id": job_id, "mode": job.mode, "code": job.code, "entry": job.entry,
         "time_limit": job.time_limit, "memory_mb": job.memory_mb, "output_mb": job.output_mb,
         "deadline": job.deadline,
-    })
-    return (head[:-1] + ',"inputs":' + job.inputs_json + "}\n").encode()
+    }
+    if job.pure is not None:
+        head["pure"] = job.pure
+    text = json.dumps(head)
+    return (text[:-1] + ',"inputs":' + job.inputs_json + "}\n").encode()
 
 
-def _parse_record(payload: bytes) -> dict:
-    # Records come from untrusted code: decode defensively, never trust their shape.
+class _BadLine(ValueError):
+    """A worker line that breaks the framing: the worker (trusted code) is broken."""
+
+
+def _parse_result(rest: bytes) -> tuple[int, float, float, bytes]:
+    """`<test> <wall seconds> <cpu seconds> <payload>` of an R line."""
+    i, _, rest = rest.partition(b" ")
+    wall, _, rest = rest.partition(b" ")
+    cpu, _, payload = rest.partition(b" ")
+    if not (i.isdigit() and len(i) < 10) or len(wall) > 20 or len(cpu) > 20:
+        raise _BadLine("bad result framing")
     try:
-        rec = _worker_mod.decode_value(payload)
-    except (ValueError, RecursionError, TypeError, IndexError, KeyError, MemoryError,
-            AttributeError, UnicodeDecodeError):
-        return {"c": "corrupt"}
-    if type(rec) is not dict:
-        return {"c": "corrupt"}
-    return rec
+        secs = float(wall), float(cpu)
+    except ValueError:
+        raise _BadLine("bad result time") from None
+    if not all(0.0 <= x < 1e7 for x in secs):
+        raise _BadLine("bad result time")
+    return int(i), secs[0], secs[1], payload
 
 
 class _Slot:
@@ -85,6 +98,7 @@ class _Slot:
         self.job_id: int | None = None
         self.started = 0.0
         self.abort_sent = False
+        self.restart = False  # the worker said it will exit after its job: replace it
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Complete lines in `chunk` (plus what was pending); linear in the data size."""
@@ -97,12 +111,19 @@ class _Slot:
 
 
 class WorkerPool:
-    def __init__(self, launcher: Launcher, workers: int):
+    """`spawn_args[i]` (optional) are extra keyword arguments for slot i's `launcher.spawn`
+    (hash seed, preload list: the reference pool uses them)."""
+
+    def __init__(self, launcher: Launcher, workers: int, spawn_args: list[dict] | None = None,
+                 index_base: int = 0):
         self.launcher = launcher
         self.n = workers
+        self.spawn_args = spawn_args or [{} for _ in range(workers)]
+        self.index_base = index_base
         self._slots: list[_Slot] = []
         self._next_id = 0
         self.info: dict = {}
+        self.respawns = 0
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -111,16 +132,22 @@ class WorkerPool:
             self._slots.append(_Slot(i, self._spawn(i)))
 
     def _spawn(self, index: int) -> WorkerProcess:
-        proc = self.launcher.spawn(index)
+        proc = self.launcher.spawn(self.index_base + index, **self.spawn_args[index])
         self.info = proc.ready_info
         return proc
 
     def _respawn(self, slot: _Slot) -> None:
         slot.proc.kill()
+        self.respawns += 1
         slot.proc = self._spawn(slot.index)
         slot.buf = []
         slot.job_id = None
         slot.abort_sent = False
+        slot.restart = False
+
+    def ready_infos(self) -> list[dict]:
+        self.start()
+        return [s.proc.ready_info for s in self._slots]
 
     def close(self) -> None:
         for s in self._slots:
@@ -151,12 +178,27 @@ class WorkerPool:
             self._next_id += 1
             jid = self._next_id
             by_id[jid] = idx
+            if slot.restart:
+                replace(slot)
             slot.job_id, slot.started, slot.abort_sent = jid, time.monotonic(), False
-            try:
-                slot.proc.send(_job_line(jid, jobs[idx]))
-            except OSError as e:
-                finish(slot, harness=f"could not send job to sandbox worker: {e}")
+            line = _job_line(jid, jobs[idx])
+            for attempt in (0, 1):
+                try:
+                    slot.proc.send(line)
+                    break
+                except OSError as e:
+                    if attempt:  # a fresh worker refused it too: the harness is broken
+                        finish(slot, harness=f"could not send job to sandbox worker: {e}")
+                    else:  # the worker died while idle (nobody's fault): replace it, retry
+                        job_id = slot.job_id
+                        replace(slot)
+                        slot.job_id = job_id
             return True
+
+        def replace(slot: _Slot) -> None:
+            sel.unregister(slot.proc.fileno())
+            self._respawn(slot)
+            sel.register(slot.proc.fileno(), selectors.EVENT_READ, slot)
 
         def finish(slot: _Slot, end: dict | None = None, harness: str | None = None) -> None:
             idx = by_id.pop(slot.job_id)
@@ -165,7 +207,9 @@ class WorkerPool:
             if end is not None:
                 out.end = end
                 if end.get("status") == "harness":
-                    out.harness_error = end.get("note", "sandbox worker failed")
+                    out.harness_error = str(end.get("note", "sandbox worker failed"))[:300]
+                if end.get("restart"):
+                    slot.restart = True
             if harness:
                 out.harness_error = harness
             slot.job_id = None
@@ -192,7 +236,12 @@ class WorkerPool:
                         dispatch(slot)
                         continue
                     for line in slot.feed(chunk):
-                        self._handle_line(slot, line, jobs, by_id, outcomes, finish)
+                        try:
+                            self._handle_line(slot, line, jobs, by_id, outcomes, finish)
+                        except _BadLine as e:
+                            if slot.job_id is not None:
+                                finish(slot, harness=f"sandbox worker sent a bad line ({e})")
+                            slot.restart = True
                     if slot.job_id is None:
                         dispatch(slot)
                 now = time.monotonic()
@@ -229,10 +278,9 @@ class WorkerPool:
             out = outcomes[idx]
             if out.aborted:
                 return
-            rec = _parse_record(payload)
-            out.records.append(rec)
+            test, wall, cpu, data = _parse_result(payload)
             cb = jobs[idx].on_record
-            if cb is not None and not cb(rec) and not slot.abort_sent:
+            if cb is not None and not cb(test, wall, cpu, data) and not slot.abort_sent:
                 out.aborted = True
                 slot.abort_sent = True
                 try:
@@ -242,6 +290,10 @@ class WorkerPool:
         elif kind == b"E":
             try:
                 end = json.loads(payload)
-            except ValueError:
-                end = {"status": "harness", "note": "unreadable end record"}
+            except (ValueError, RecursionError):
+                end = None
+            if type(end) is not dict or type(end.get("status")) is not str:
+                raise _BadLine("unreadable end record")
             finish(slot, end=end)
+        else:
+            raise _BadLine("unknown line type")

@@ -149,23 +149,40 @@ def test_verdicts_come_back_in_input_order_under_parallelism(ex):
     assert [v.passed for v in vs] == [bool(i % 2) for i in range(40)]
 
 
+def _kill_worker_soon(ex, delay=0.5):
+    import threading
+    victim = ex.pool._slots[0].proc.popen.pid
+
+    def killer():
+        time.sleep(delay)
+        os.killpg(victim, signal.SIGKILL)
+
+    threading.Thread(target=killer, daemon=True).start()
+
+
+SLOW = "import time\ndef f(x):\n    time.sleep(3)\n    return 2 * x\n"
+
+
 def test_worker_killed_from_outside_is_a_harness_error_and_the_pool_recovers():
-    # A real fault: the sandbox worker process dies mid-job. It must be reported as the
-    # harness's failure (never as the model's), and the next job must run on a fresh worker.
-    with Executor(SandboxConfig(workers=1)) as ex:
+    # A real fault: the sandbox worker process dies mid-job. Without retries it must be
+    # reported as the harness's failure (never as the model's), and the next job must run on
+    # a fresh worker.
+    with Executor(SandboxConfig(workers=1, harness_retries=0)) as ex:
         ex.pool.start()
-        victim = ex.pool._slots[0].proc.popen.pid
-
-        def killer():
-            time.sleep(0.5)
-            os.killpg(victim, signal.SIGKILL)
-
-        import threading
-        threading.Thread(target=killer, daemon=True).start()
-        slow = "import time\ndef f(x):\n    time.sleep(3)\n    return 2 * x\n"
-        v = verdict_of(ex, call_problem(time_limit_s=5.0), slow)
+        _kill_worker_soon(ex)
+        v = verdict_of(ex, call_problem(time_limit_s=5.0), SLOW)
         assert v.verdict is Verdict.harness_error
+        assert ex.stats == {"harness_errors": 1, "harness_retries": 0}
         assert verdict_of(ex, call_problem(), DOUBLE).passed
+
+
+def test_a_harness_error_is_retried_and_counted():
+    with Executor(SandboxConfig(workers=1, harness_retries=1)) as ex:
+        ex.pool.start()
+        _kill_worker_soon(ex)
+        v = verdict_of(ex, call_problem(time_limit_s=5.0), SLOW)
+        assert v.passed  # the retry ran on a fresh worker
+        assert ex.stats == {"harness_errors": 0, "harness_retries": 1}
 
 
 def test_require_isolation_refuses_to_run_without_it(monkeypatch):
