@@ -95,10 +95,16 @@ class _Slot:
         self.index = index
         self.proc = proc
         self.buf: list[bytes] = []  # a partial line, as chunks (joined once it completes)
-        self.job_id: int | None = None
-        self.started = 0.0
-        self.abort_sent = False
-        self.restart = False  # the worker said it will exit after its job: replace it
+        # Jobs sent to this worker, oldest (the running one) first. Up to `_DEPTH` are sent
+        # ahead, so the worker starts its next job without waiting for a round trip to us.
+        self.queue: deque[int] = deque()
+        self.started = 0.0        # when the running job started (as far as we can tell)
+        self.aborted: set[int] = set()
+        self.restart = False      # the worker said it will exit after its job: replace it
+
+    @property
+    def job_id(self) -> int | None:
+        return self.queue[0] if self.queue else None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Complete lines in `chunk` (plus what was pending); linear in the data size."""
@@ -108,6 +114,9 @@ class _Slot:
         *lines, rest = b"".join(self.buf).split(b"\n")
         self.buf = [rest] if rest else []
         return lines
+
+
+_DEPTH = 2
 
 
 class WorkerPool:
@@ -141,8 +150,8 @@ class WorkerPool:
         self.respawns += 1
         slot.proc = self._spawn(slot.index)
         slot.buf = []
-        slot.job_id = None
-        slot.abort_sent = False
+        slot.queue.clear()
+        slot.aborted.clear()
         slot.restart = False
 
     def ready_infos(self) -> list[dict]:
@@ -159,7 +168,7 @@ class WorkerPool:
             ) -> list[JobOutcome]:
         self.start()
         outcomes = [JobOutcome() for _ in jobs]
-        # Pinned jobs wait for their slot; the rest go to whichever slot frees up first.
+        # Pinned jobs wait for their slot; the rest go to whichever slot has room first.
         shared: deque[int] = deque()
         pinned: list[deque[int]] = [deque() for _ in self._slots]
         for i, job in enumerate(jobs):
@@ -167,7 +176,18 @@ class WorkerPool:
         by_id: dict[int, int] = {}
         sel = selectors.DefaultSelector()
 
-        def dispatch(slot: _Slot) -> bool:
+        def replace(slot: _Slot) -> None:
+            """A fresh worker in this slot; jobs still queued there (sent, not started: the
+            running one has been finished by the caller) go back to be sent again."""
+            for jid in reversed(slot.queue):
+                idx = by_id.pop(jid)
+                (shared if jobs[idx].worker is None else pinned[slot.index]).appendleft(idx)
+            slot.queue.clear()
+            sel.unregister(slot.proc.fileno())
+            self._respawn(slot)
+            sel.register(slot.proc.fileno(), selectors.EVENT_READ, slot)
+
+        def send_one(slot: _Slot) -> bool:
             own = pinned[slot.index]
             if own:
                 idx = own.popleft()
@@ -178,32 +198,38 @@ class WorkerPool:
             self._next_id += 1
             jid = self._next_id
             by_id[jid] = idx
-            if slot.restart:
-                replace(slot)
-            slot.job_id, slot.started, slot.abort_sent = jid, time.monotonic(), False
+            if not slot.queue:
+                slot.started = time.monotonic()
+            slot.queue.append(jid)
             line = _job_line(jid, jobs[idx])
             for attempt in (0, 1):
                 try:
                     slot.proc.send(line)
-                    break
+                    return True
                 except OSError as e:
-                    if attempt:  # a fresh worker refused it too: the harness is broken
-                        finish(slot, harness=f"could not send job to sandbox worker: {e}")
-                    else:  # the worker died while idle (nobody's fault): replace it, retry
-                        job_id = slot.job_id
-                        replace(slot)
-                        slot.job_id = job_id
+                    if attempt or len(slot.queue) > 1:
+                        # A fresh worker refused it too (or others are queued there): the
+                        # harness is broken; report this job, the rest is handled on EOF.
+                        finish(slot, jid, harness=f"could not send job to sandbox worker: {e}")
+                        return True
+                    # The worker died while idle (nobody's fault): replace it and retry.
+                    slot.queue.clear()
+                    replace(slot)
+                    slot.queue.append(jid)
+                    slot.started = time.monotonic()
             return True
 
-        def replace(slot: _Slot) -> None:
-            sel.unregister(slot.proc.fileno())
-            self._respawn(slot)
-            sel.register(slot.proc.fileno(), selectors.EVENT_READ, slot)
+        def dispatch(slot: _Slot) -> None:
+            if slot.restart and not slot.queue:
+                replace(slot)
+            while len(slot.queue) < (1 if slot.restart else _DEPTH) and send_one(slot):
+                pass
 
-        def finish(slot: _Slot, end: dict | None = None, harness: str | None = None) -> None:
-            idx = by_id.pop(slot.job_id)
+        def finish(slot: _Slot, jid: int, end: dict | None = None, harness: str | None = None) -> None:
+            idx = by_id.pop(jid)
             out = outcomes[idx]
-            out.wall = time.monotonic() - slot.started
+            now = time.monotonic()
+            out.wall = now - slot.started
             if end is not None:
                 out.end = end
                 if end.get("status") == "harness":
@@ -212,57 +238,58 @@ class WorkerPool:
                     slot.restart = True
             if harness:
                 out.harness_error = harness
-            slot.job_id = None
+            out.aborted = out.aborted or jid in slot.aborted
+            slot.aborted.discard(jid)
+            if jid in slot.queue:
+                slot.queue.remove(jid)
+            slot.started = now
             if on_done:
                 on_done(idx, out)
+
+        def lost(slot: _Slot, why: str) -> None:
+            if slot.queue:
+                finish(slot, slot.queue[0], harness=why)
+            log.warning("%s (worker %d)", why, slot.index)
+            replace(slot)
 
         for slot in self._slots:
             sel.register(slot.proc.fileno(), selectors.EVENT_READ, slot)
             dispatch(slot)
         try:
-            while any(s.job_id is not None for s in self._slots):
+            while any(s.queue for s in self._slots):
                 now = time.monotonic()
                 timeout = 1.0
                 for slot in self._slots:
-                    if slot.job_id is not None:
-                        limit = jobs[by_id[slot.job_id]].deadline + _PARENT_GRACE_S
+                    if slot.queue:
+                        limit = jobs[by_id[slot.queue[0]]].deadline + _PARENT_GRACE_S
                         timeout = max(0.0, min(timeout, slot.started + limit - now))
                 events = sel.select(timeout)
                 for key, _ in events:
                     slot: _Slot = key.data
                     chunk = slot.proc.read_chunk()
                     if not chunk:
-                        self._worker_lost(slot, sel, finish, "sandbox worker exited unexpectedly")
+                        lost(slot, "sandbox worker exited unexpectedly")
                         dispatch(slot)
                         continue
                     for line in slot.feed(chunk):
                         try:
                             self._handle_line(slot, line, jobs, by_id, outcomes, finish)
                         except _BadLine as e:
-                            if slot.job_id is not None:
-                                finish(slot, harness=f"sandbox worker sent a bad line ({e})")
+                            if slot.queue:
+                                finish(slot, slot.queue[0],
+                                       harness=f"sandbox worker sent a bad line ({e})")
                             slot.restart = True
-                    if slot.job_id is None:
-                        dispatch(slot)
+                    dispatch(slot)
                 now = time.monotonic()
                 for slot in self._slots:
-                    if slot.job_id is not None:
-                        limit = jobs[by_id[slot.job_id]].deadline + _PARENT_GRACE_S
+                    if slot.queue:
+                        limit = jobs[by_id[slot.queue[0]]].deadline + _PARENT_GRACE_S
                         if now - slot.started > limit:
-                            self._worker_lost(slot, sel, finish,
-                                              "sandbox worker stopped answering; restarted")
+                            lost(slot, "sandbox worker stopped answering; restarted")
                             dispatch(slot)
         finally:
             sel.close()
         return outcomes
-
-    def _worker_lost(self, slot: _Slot, sel, finish, why: str) -> None:
-        if slot.job_id is not None:
-            finish(slot, harness=why)
-        sel.unregister(slot.proc.fileno())
-        log.warning("%s (worker %d)", why, slot.index)
-        self._respawn(slot)
-        sel.register(slot.proc.fileno(), selectors.EVENT_READ, slot)
 
     def _handle_line(self, slot: _Slot, line: bytes, jobs, by_id, outcomes, finish) -> None:
         kind, _, rest = line.partition(b" ")
@@ -270,19 +297,19 @@ class WorkerPool:
         try:
             jid = int(sid)
         except ValueError:
-            return
+            raise _BadLine("bad job id") from None
         if jid != slot.job_id:
             return  # a late line from a job already finished
         idx = by_id[jid]
         if kind == b"R":
             out = outcomes[idx]
-            if out.aborted:
+            if jid in slot.aborted:
                 return
             test, wall, cpu, data = _parse_result(payload)
             cb = jobs[idx].on_record
-            if cb is not None and not cb(test, wall, cpu, data) and not slot.abort_sent:
+            if cb is not None and not cb(test, wall, cpu, data):
+                slot.aborted.add(jid)
                 out.aborted = True
-                slot.abort_sent = True
                 try:
                     slot.proc.send(b'{"op":"abort","id":%d}\n' % jid)
                 except OSError:
@@ -294,6 +321,6 @@ class WorkerPool:
                 end = None
             if type(end) is not dict or type(end.get("status")) is not str:
                 raise _BadLine("unreadable end record")
-            finish(slot, end=end)
+            finish(slot, jid, end=end)
         else:
             raise _BadLine("unknown line type")

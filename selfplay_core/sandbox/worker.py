@@ -755,22 +755,32 @@ def _ctrl_line(timeout):
     return line
 
 
+_queued = []  # jobs the parent sent ahead while another one ran
+
+
 def _poll_abort(job_id, timeout):
-    """True if the parent asked to abort this job (other control lines are dropped)."""
+    """True if the parent asked to abort this job. Jobs sent ahead are queued; aborts of
+    other jobs (already finished) are dropped."""
     line = _ctrl_line(timeout)
-    if line is None:
-        return False
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        return False
-    return msg.get("op") == "abort" and msg.get("id") == job_id
+    while line is not None:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            msg = None
+        if type(msg) is dict:
+            if msg.get("op") == "abort" and msg.get("id") == job_id:
+                return True
+            if msg.get("op") == "run":
+                _queued.append(msg)
+        line = _ctrl_line(0) if b"\n" in _ctrl[0] else None
+    return False
 
 
 def _split_err(rest):
     """b"<name> <text>" from a child line -> (name, text), both validated; None if bad."""
     name, _, text = rest.partition(b" ")
-    if not (0 < len(name) <= _NAME_MAX and name.replace(b"_", b"a").replace(b".", b"a").isalnum()):
+    if not (0 < len(name) <= _NAME_MAX and name.replace(b"_", b"a").replace(b".", b"a").isalnum()
+            and (name[:1].isalpha() or name[:1] == b"_")):
         return None
     return name.decode("ascii"), text[:_TEXT_MAX * 4].decode("ascii", "replace")
 
@@ -1230,12 +1240,14 @@ def main(argv):
         "python": sys.version.split()[0], "seccomp": _SECCOMP is not None,
         "hash_seed": hash_seed}).encode())
     while True:
-        line = _ctrl_line(None)
-        try:
-            job = json.loads(line)
-        except ValueError:
-            continue
-        if job.get("op") == "run":
+        if _queued:
+            job = _queued.pop(0)
+        else:
+            try:
+                job = json.loads(_ctrl_line(None))
+            except ValueError:
+                continue
+        if type(job) is dict and job.get("op") == "run":
             try:
                 _run_job(job)
             except Exception as e:  # a bug here must not take the worker down silently
