@@ -336,17 +336,17 @@ class Executor:
         return pool
 
     def check_references(self, items: Sequence[tuple[Problem, str]], *, allowed_imports,
-                         extra_inputs: Sequence[Sequence[list]] | None = None,
-                         clock_offset_s: float | None = None) -> list[ReferenceCheck]:
+                         extra_inputs: Sequence[Sequence[list]] | None = None) -> list[ReferenceCheck]:
         """Gate self-play reference programs (call problems) at run time.
 
         Each program runs twice, in two fresh child processes of two different workers (each
-        with its own hash seed and address layout), the second with its clock shifted by a
-        random offset (or `clock_offset_s`); both under an import allow-list enforced in the
-        child (every import, and audit events for files/processes/sockets, raise) and the pure
-        seccomp profile (no files, processes, sockets or randomness at the kernel). Inputs are
-        the problem's plus `extra_inputs[k]` (more probes for nondeterminism: their outcome,
-        value or exception type, must also agree between the runs; they may fail).
+        with its own hash seed and address layout), the second with a broken clock (every
+        reading NaN or an error); both under an import allow-list enforced in the child
+        (every import, and audit events for files/processes/sockets, raise) and the pure
+        seccomp profile (no files, processes, sockets, randomness or pids at the kernel).
+        Inputs are the problem's plus `extra_inputs[k]` (more probes for nondeterminism:
+        their outcome, value or exception type, must also agree between the runs; they may
+        fail).
 
         Rejection reasons: `banned_import`, `reference_timeout`, `reference_error` (on the
         problem's own inputs), `nondeterministic`, `harness_error` (after retries)."""
@@ -359,11 +359,9 @@ class Executor:
             probes.append((Problem(id=p.id, kind="call", entry_point=p.entry_point, tests=tests,
                                    time_limit_s=p.time_limit_s, memory_limit_mb=p.memory_limit_mb),
                            code))
-        offset = clock_offset_s if clock_offset_s is not None else self._rng.uniform(1e5, 1e8)
         n = len(probes)
         names = sorted(allowed)
-        pure = [{"allowed": names, "clock_offset": 0.0}] * n + \
-               [{"allowed": names, "clock_offset": offset}] * n
+        pure = [{"allowed": names}] * n + [{"allowed": names, "clock_probe": True}] * n
         # Both runs in one batch: run A pinned to reference worker 0, run B to worker 1.
         done = self._execute(pool, probes + probes, early_exit=False, compare_=False, pure=pure,
                              slots=[0] * n + [1] * n)

@@ -315,6 +315,10 @@ _DENY_PURE = {
     92: "chown", 94: "lchown", 260: "fchownat", 76: "truncate", 132: "utime", 235: "utimes",
     280: "utimensat", 261: "futimesat", 80: "chdir", 81: "fchdir", 253: "inotify_init",
     294: "inotify_init1", 99: "sysinfo", 100: "times", 98: "getrusage",
+    # Process identity: pids in a worker's pid namespace repeat from worker to worker, so
+    # they would not even show up as nondeterminism; refused, they read as -1 everywhere.
+    39: "getpid", 110: "getppid", 186: "gettid", 121: "getpgid", 124: "getsid",
+    111: "getpgrp",
 }
 
 
@@ -474,10 +478,11 @@ class BannedImport(ImportError):
 
 def _purify(pure):
     """Reference runs under an import allow-list: every import the program makes is checked
-    at run time (import statements, __import__, importlib: all end in these hooks), sensitive
-    audit events (files, processes, sockets, ctypes, new module loads) raise, and the clock
-    the program can read is shifted by `clock_offset` (a determinism probe). The pure seccomp
-    filter installed next refuses the OS calls themselves, whatever route reaches them."""
+    at run time (import statements and __import__ through its builtins; importlib and any
+    other route end in the audit hook's "import"/"open" events), and sensitive audit events
+    (files, processes, sockets, ctypes, new module loads) raise. With `clock_probe` the clock
+    is broken (see _break_clock). The pure seccomp filter, installed before this, refuses the
+    OS calls themselves, whatever route reaches them."""
     import builtins
     import time
 
@@ -503,14 +508,32 @@ def _purify(pure):
             raise BannedImport("%s is not allowed here" % event)
 
     sys.addaudithook(hook)
-    off = float(pure.get("clock_offset") or 0.0)
-    if off:
-        for name in ("time", "monotonic", "perf_counter"):
-            real = getattr(time, name)
-            setattr(time, name, (lambda f: lambda: f() + off)(real))
-        for name in ("time_ns", "monotonic_ns", "perf_counter_ns"):
-            real = getattr(time, name)
-            setattr(time, name, (lambda f: lambda: f() + int(off * 1e9))(real))
+    if pure.get("clock_probe"):
+        _break_clock(time)
+
+
+def _break_clock(time):
+    """The determinism probe's clock: every reading is NaN (floats) or an error (integers,
+    broken-down times), so whatever the program computes from the clock differs from the
+    run with the real clock (an hour bucket, a parity, an elapsed-time loop), instead of
+    matching it by chance as a shifted clock would for about half of the buckets."""
+    nan = float("nan")
+
+    def no_clock(*args, **kw):
+        raise OSError("the clock is not available here")
+
+    for name in ("time", "monotonic", "perf_counter", "process_time", "thread_time"):
+        setattr(time, name, lambda: nan)
+    for name in ("time_ns", "monotonic_ns", "perf_counter_ns", "process_time_ns",
+                 "thread_time_ns", "clock_gettime", "clock_gettime_ns"):
+        setattr(time, name, no_clock)
+    for name in ("localtime", "gmtime", "ctime"):
+        real = getattr(time, name)
+        setattr(time, name, (lambda f: lambda *a: f(*a) if a and a[0] is not None else no_clock())(real))
+    real_strftime = time.strftime
+    time.strftime = lambda fmt, *a: real_strftime(fmt, *a) if a else no_clock()
+    real_asctime = time.asctime
+    time.asctime = lambda *a: real_asctime(*a) if a else no_clock()
 
 
 # The builtins the program's module namespace sees: the real ones, or a guarded copy.
