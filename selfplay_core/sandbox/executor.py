@@ -241,16 +241,19 @@ class Executor:
         self.close()
 
     # ------------------------------------------------------------------------------------------
-    def _job(self, problem: Problem, code: str, tracker: _Tracker, pure: dict | None = None) -> Job:
+    def _job(self, problem: Problem, code: str, tracker: _Tracker, pure: dict | None = None,
+             max_sample_time_s: float | None = None) -> Job:
         n = len(problem.tests)
         limit = float(problem.time_limit_s)
-        budget = limit * (n + 1) + 1.0
+        # Whole-sample wall deadline: every window's wall backstop, plus set-up.
+        budget = (2.0 * limit + 1.0) * (n + 1) + 10.0
+        cap = self.config.max_sample_time_s if max_sample_time_s is None else max_sample_time_s
         return Job(
             mode=problem.kind, code=code, entry=problem.entry_point,
             inputs_json=_inputs_json(problem), n_tests=n, time_limit=limit,
             memory_mb=self.config.memory_limit_mb or problem.memory_limit_mb,
             output_mb=self.config.output_limit_mb,
-            deadline=min(budget, self.config.max_sample_time_s),
+            deadline=min(budget, cap),
             on_record=tracker.on_record, pure=pure,
         )
 
@@ -262,13 +265,15 @@ class Executor:
     def _execute(self, pool: WorkerPool, items: Sequence[tuple[Problem, str]], *, early_exit: bool,
                  compare_: bool, pure: Sequence[dict | None] | None = None,
                  slots: Sequence[int | None] | None = None,
-                 progress: Callable[[int], None] | None = None) -> list[tuple[_Tracker, JobOutcome]]:
+                 progress: Callable[[int], None] | None = None,
+                 max_sample_time_s: float | None = None) -> list[tuple[_Tracker, JobOutcome]]:
         """Run every item, retrying harness errors; (tracker, outcome) per item, in order."""
         def batch(idx: list[int], report) -> list[tuple[_Tracker, JobOutcome]]:
             trackers = [self._tracker(items[k][0], early_exit, compare_) for k in idx]
             jobs = []
             for k, t in zip(idx, trackers):
-                job = self._job(items[k][0], items[k][1], t, pure[k] if pure else None)
+                job = self._job(items[k][0], items[k][1], t, pure[k] if pure else None,
+                                max_sample_time_s)
                 job.worker = slots[k] if slots else None
                 jobs.append(job)
             outs = pool.run(jobs, on_done=(lambda i, o: report(1)) if report else None)
@@ -301,14 +306,20 @@ class Executor:
             verdicts.append(SampleVerdict(p.id, s.sample_id, v, tests, o.wall, detail))
         return verdicts
 
-    def run(self, items: Sequence[tuple[Problem, str]], *, rotate: int | None = None) -> list[RunResult]:
+    def run(self, items: Sequence[tuple[Problem, str]], *, rotate: int | None = None,
+            early_exit: bool = True, max_sample_time_s: float | None = None,
+            progress: Callable[[int], None] | None = None) -> list[RunResult]:
         """Run reference programs on each problem's inputs and return their raw outputs.
 
+        `early_exit=False` runs every test even after one failed (call mode: the tests after
+        a timeout or crash cannot run in that process). `max_sample_time_s` overrides the
+        config's whole-sample cap (a canonical solution over a long benchmark row, say).
         `rotate=r` pins item j to worker (j + r) mod workers (kept for callers that spread
         runs; a determinism check should use `check_references`, which runs in two processes
         with different hash seeds and clocks whatever the pool size)."""
         slots = [j + rotate for j in range(len(items))] if rotate is not None else None
-        done = self._execute(self.pool, items, early_exit=True, compare_=False, slots=slots)
+        done = self._execute(self.pool, items, early_exit=early_exit, compare_=False,
+                             slots=slots, max_sample_time_s=max_sample_time_s, progress=progress)
         return [self._run_result(t, o) for t, o in done]
 
     @staticmethod

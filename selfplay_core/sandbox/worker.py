@@ -810,8 +810,29 @@ def _split_err(rest):
 
 def _wall_limit(limit):
     """The wall-clock backstop of a window whose CPU-time limit is `limit`: a program that
-    sleeps or blocks uses no CPU, and a loaded machine stretches wall time, not CPU time."""
-    return 3.0 * limit + 1.0
+    sleeps or blocks uses no CPU. It counts wall time the child did not spend waiting for a
+    CPU (see _run_delay), so a loaded machine, which stretches wall time, cannot trip it."""
+    return 2.0 * limit + 1.0
+
+
+def _run_delay(pid):
+    """Seconds process `pid` (its main thread) has waited on a run queue, from
+    /proc/<pid>/schedstat; None where the kernel does not keep it, and None while the job has
+    other processes: then the wait may be for the job's own processes (a fork bomb), which
+    must not buy it time."""
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid), "rb") as f:
+                if f.read().strip():
+                    return None
+        me = os.getpid()
+        with open("/proc/%d/task/%d/children" % (me, me), "rb") as f:
+            if f.read().split() != [b"%d" % pid]:
+                return None  # an orphan of the job was handed to us
+        with open("/proc/%d/schedstat" % pid, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class _Window(object):
@@ -823,6 +844,7 @@ class _Window(object):
         self.phase = "start"
         self.wall0 = self.cpu0 = 0.0
         self.k = 0
+        self.waited = 0.0
 
     def open(self, phase, now, cpu):
         self.phase, self.wall0, self.cpu0 = phase, now, cpu
@@ -916,14 +938,15 @@ def _pidfd(pid):
         return -1
 
 
-def _watch(pid, r, job, deadline_at, state, cap):
+def _watch(pid, r, job, deadline_at, state, cap, credit=0.0):
     """Feed the child's lines to `state` under the worker's clocks until the child is done.
 
     Limits, all enforced here: before "S" a fixed wall window; then per window (load, each
     test) `time_limit` seconds of the child's CPU time, read from the kernel's per-process
-    CPU clock, and a wall-clock backstop; and the job's whole-sample wall deadline.
-    Returns (end dict or None, wait status or None, wall time at the end, child CPU time at
-    the end)."""
+    CPU clock, and a wall-clock backstop; and the job's whole-sample wall deadline. Wall time
+    spent waiting for a CPU is credited to both (`credit`: what earlier children of the job
+    waited). Returns (end dict or None, wait status or None, wall time at the end, child CPU
+    time at the end); `state.waited` is this child's run-queue wait."""
     import select
     import time
 
@@ -955,7 +978,14 @@ def _watch(pid, r, job, deadline_at, state, cap):
             else:
                 used = cpu() - state.cpu0
                 wall_left = state.wall0 + _wall_limit(state.limit) - now
-                if used >= state.limit or wall_left <= 0 or now >= deadline_at:
+                late = now >= deadline_at
+                if (wall_left <= 0 or late) and used < state.limit:
+                    # Time spent waiting for a CPU is not the program's: credit it (all of the
+                    # child's waiting so far, a slight overestimate for later windows).
+                    delay = _run_delay(pid) or 0.0
+                    wall_left += delay
+                    late = now - delay - credit >= deadline_at
+                if used >= state.limit or wall_left <= 0 or late:
                     # A result already in the pipe when the limit passed counts (the worker may
                     # have been slow to look): one look, then the window is over.
                     token = (state.phase, state.k, state.wall0)
@@ -970,7 +1000,8 @@ def _watch(pid, r, job, deadline_at, state, cap):
                 else:
                     # CPU time cannot run ahead of wall time by more than the thread count;
                     # waking at the CPU budget's wall equivalent catches it at the next look.
-                    wait = min(wall_left, state.limit - used, deadline_at - now)
+                    wait = min(max(wall_left, 0.01), state.limit - used,
+                               max(deadline_at - now, 0.01))
             if exited is not None:
                 wait = 0.0  # drain what is already in the pipe, then stop
             elif pfd < 0:
@@ -1014,6 +1045,8 @@ def _watch(pid, r, job, deadline_at, state, cap):
                         end = {"status": "output_limit"}
                     continue
             if exited is None and (pfd < 0 or pfd in ready or eof):
+                if pfd in ready:
+                    state.waited = _run_delay(pid) or 0.0  # readable until reaped
                 p, st, ru = os.wait4(pid, os.WNOHANG)
                 if p:
                     exited = st
@@ -1120,6 +1153,7 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
     in_path = os.path.join(_SCRATCH_ROOT, "input-%d" % job_id)
     end = {"status": "done"}
     clean = True
+    credit = 0.0  # run-queue waits of earlier tests' children, credited to the deadline
     try:
         for i, text in enumerate(job["inputs"]):
             if i:
@@ -1133,9 +1167,10 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
             state = _Stdin(job)
             pid, r = _fork_child(job, scratch, in_path, _child_stdin)
             try:
-                res, exited, t_end, c_end = _watch(pid, r, job, deadline_at, state, cap)
+                res, exited, t_end, c_end = _watch(pid, r, job, deadline_at, state, cap, credit)
             finally:
                 os.close(r)
+            credit += state.waited
             clean = _sweep(pid)
             wall, used = state.took(t_end, c_end)
             if res is None and used > state.limit:
