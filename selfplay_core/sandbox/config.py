@@ -31,6 +31,10 @@ class SandboxConfig(BaseModel):
     # A harness error (the sandbox's own fault) is retried this many times before it is
     # reported; callers exclude what remains from pass rates.
     harness_retries: int = Field(default=1, ge=0, le=5)
+    # A memory cgroup per worker, limited to the running job's memory limit (+ scratch + the
+    # worker's share): bounds a job's memory by every route, forked processes included.
+    # auto: where this machine lets us create one; required: refuse to start without.
+    memory_cgroup: Literal["auto", "off", "required"] = "auto"
     # Hard cap on one sample's total wall time, whatever its per-test limits add up to.
     max_sample_time_s: float = Field(default=60.0, gt=0)
     docker_image: str = "selfplay-executor:latest"

@@ -94,6 +94,7 @@ class DockerLauncher:
         config = dict(
             image=cfg.docker_image,
             command=_worker_cmd(_PYTHON, -1, self.isolation, hash_seed, preload),
+            # (memory: the container's own cgroup, mem_limit below)
             user="65534:65534",
             environment=env,
             use_config_proxy=False,  # no proxy variables from the client's config either

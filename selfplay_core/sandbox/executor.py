@@ -28,6 +28,7 @@ _ERROR_VERDICT = {"MemoryError": Verdict.memory_limit}
 _END_VERDICT = {
     "timeout": Verdict.timeout,
     "output_limit": Verdict.output_limit,
+    "memory_limit": Verdict.memory_limit,
     "harness": Verdict.harness_error,
 }
 
@@ -214,7 +215,8 @@ class Executor:
         else:
             from selfplay_core.sandbox.backends import LocalLauncher
             self.launcher = LocalLauncher(self.config.isolation, self.config.require_isolation,
-                                          self.config.uid_base, scratch_mb=self.config.scratch_mb)
+                                          self.config.uid_base, scratch_mb=self.config.scratch_mb,
+                                          memory_cgroup=self.config.memory_cgroup)
         self.pool = WorkerPool(self.launcher, self.config.workers)
         self._ref_pools: dict[frozenset, WorkerPool] = {}
         self._lock = threading.Lock()

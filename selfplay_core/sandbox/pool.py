@@ -189,12 +189,18 @@ class WorkerPool:
 
         def send_one(slot: _Slot) -> bool:
             own = pinned[slot.index]
-            if own:
-                idx = own.popleft()
-            elif shared:
-                idx = shared.popleft()
-            else:
+            source = own if own else shared
+            if not source:
                 return False
+            idx = source[0]
+            mb = jobs[idx].memory_mb
+            limit = getattr(slot.proc, "limit_memory", None)
+            if limit is not None:
+                if not slot.queue:
+                    limit(mb)  # the worker is idle: set its cgroup to this job's limit
+                elif not slot.proc.job_fits(mb):
+                    return False  # queue it only behind a job with the same limit
+            source.popleft()
             self._next_id += 1
             jid = self._next_id
             by_id[jid] = idx

@@ -48,6 +48,7 @@ _UID = None  # uid the children run as (None: cannot drop privileges)
 _ISOLATION = "none"
 _SCRATCH_ROOT = "/tmp/sp-scratch"
 _SECCOMP = None  # (base filter, pure filter) as ctypes sock_fprog objects, or None
+_MEMCG = False   # the worker lives in a memory cgroup of its own (the parent set its limit)
 
 # Modules solutions commonly use. Importing them once here makes every child start warm and
 # keeps imports working after the child has dropped to a uid that cannot read the stdlib dir.
@@ -427,6 +428,11 @@ def _confine(job, scratch, out_fd, in_path):
     fd0 = os.open(in_path or "/dev/null", os.O_RDONLY)
     os.dup2(fd0, 0)
     os.close(fd0)
+    if _MEMCG:
+        # When the cgroup runs out, its OOM killer must pick the job, never the worker.
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        os.write(fd, b"1000")
+        os.close(fd)
     if _UID is not None:
         os.setgroups([])
         os.setgid(_UID)
@@ -1072,6 +1078,10 @@ def _exit_end(state, exited):
     if os.WIFSIGNALED(exited):
         sig = os.WTERMSIG(exited)
         status = {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit"}.get(sig, "signal")
+        if sig == signal.SIGKILL and _MEMCG:
+            # The worker kills a child only after it is done watching it: a SIGKILL seen
+            # here came from the cgroup's OOM killer (or the program itself).
+            status = "memory_limit"
         end = {"status": status, "signal": sig}
     else:
         end = {"status": "exited", "code": os.WEXITSTATUS(exited)}
@@ -1233,14 +1243,15 @@ def _read_output(path, limit):
 
 
 def main(argv):
-    global _UID, _ISOLATION, _SECCOMP
+    global _UID, _ISOLATION, _SECCOMP, _MEMCG
     import ctypes
     import gc
     import importlib
 
     uid = int(argv[1])
     _ISOLATION = argv[2]
-    preload = argv[3].split(",") if len(argv) > 3 and argv[3] else _PRELOAD
+    preload = argv[3].split(",") if len(argv) > 3 and argv[3] != "-" else _PRELOAD
+    _MEMCG = len(argv) > 4 and argv[4] == "memcg"
     sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
     for name in _ESSENTIAL + [m for m in preload if m]:
         try:
@@ -1295,7 +1306,7 @@ def main(argv):
     gc.freeze()
     _send(b"READY " + json.dumps({
         "pid": os.getpid(), "uid": _UID, "isolation": _ISOLATION,
-        "python": sys.version.split()[0], "seccomp": _SECCOMP is not None,
+        "python": sys.version.split()[0], "seccomp": _SECCOMP is not None, "memcg": _MEMCG,
         "hash_seed": hash_seed}).encode())
     while True:
         if _queued:

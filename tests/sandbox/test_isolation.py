@@ -265,3 +265,68 @@ def test_files_of_one_call_job_are_invisible_to_the_next(ex1):
              "    return 'none'\n")
     assert run(ex1, double_problem(), plant).passed
     contained(ex1, answer_problem(secret), steal, {Verdict.wrong_answer})
+
+
+FORK_AND_ALLOCATE = """
+import os, time
+def f(x):
+    pids = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:
+            b = bytearray(200 << 20)          # each child: within its own address-space limit
+            for i in range(0, len(b), 4096):
+                b[i] = 1
+            time.sleep(2)
+            os._exit(0)
+        pids.append(pid)
+    for p in pids:
+        os.waitpid(p, 0)
+    return 'held %d MB' % (8 * 200)
+"""
+
+
+def test_forked_processes_cannot_take_memory_beyond_the_jobs_limit():
+    # Eight children of 200 MB each from a 256 MB job: 1.6 GB if memory were bounded only per
+    # process. The worker's memory cgroup holds the whole job to its limit + scratch + the
+    # worker's own share, whatever the number of processes.
+    with Executor(SandboxConfig(workers=1, scratch_mb=64)) as ex:
+        if not ex.launcher.memory_cgroups:
+            pytest.skip("no memory cgroup can be created on this machine: a job's memory is "
+                        "then bounded per process (address space) times its process count")
+        p = answer_problem("held 1600 MB", memory_limit_mb=256)
+        v = run(ex, p, FORK_AND_ALLOCATE)
+        cg = ex.pool._slots[0].proc.cgroup
+        peak_mb = int(open(os.path.join(cg.path, "memory.max_usage_in_bytes")).read()) >> 20 \
+            if cg.version == 1 else int(open(os.path.join(cg.path, "memory.peak")).read()) >> 20
+        assert peak_mb <= 256 + 64 + 64, peak_mb
+        # The answer it prints claims 1.6 GB; whatever the verdict, it never had it, and the
+        # next sample on this worker runs normally.
+        assert v.verdict is not Verdict.harness_error, v.to_json()
+        assert run(ex, double_problem(), GOOD).passed
+
+
+def test_a_job_that_runs_its_cgroup_out_of_memory_is_a_memory_limit():
+    with Executor(SandboxConfig(workers=1, scratch_mb=64)) as ex:
+        if not ex.launcher.memory_cgroups:
+            pytest.skip("no memory cgroup can be created on this machine")
+        # One process cannot reach the cgroup's limit (address space + scratch < limit by
+        # construction); with helpers holding memory, the biggest process is killed by the
+        # cgroup's OOM killer, and that is reported as the memory limit, not a crash.
+        code = ("import os, time\n"
+                "def hold(mb):\n"
+                "    b = bytearray(mb << 20)\n"
+                "    for i in range(0, len(b), 4096):\n"
+                "        b[i] = 1\n"
+                "    return b\n"
+                "def f(x):\n"
+                "    for _ in range(3):\n"
+                "        if os.fork() == 0:\n"
+                "            keep = hold(55)\n"
+                "            time.sleep(10)\n"
+                "            os._exit(0)\n"
+                "    time.sleep(0.5)\n"
+                "    return len(hold(220))\n")
+        v = run(ex, answer_problem(220 << 20, memory_limit_mb=256), code)
+        assert v.verdict is Verdict.memory_limit, v.to_json()
+        assert run(ex, double_problem(), GOOD).passed
