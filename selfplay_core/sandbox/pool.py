@@ -117,6 +117,10 @@ class _Slot:
 
 
 _DEPTH = 2
+# A job is sent ahead (while its worker runs another one) only if its line fits the pipe
+# unread: a longer write would block this loop while the worker may be blocked writing its
+# results to us.
+_AHEAD_MAX_BYTES = 32 << 10
 
 
 class WorkerPool:
@@ -193,21 +197,23 @@ class WorkerPool:
             if not source:
                 return False
             idx = source[0]
-            mb = jobs[idx].memory_mb
-            limit = getattr(slot.proc, "limit_memory", None)
-            if limit is not None:
-                if not slot.queue:
-                    limit(mb)  # the worker is idle: set its cgroup to this job's limit
-                elif not slot.proc.job_fits(mb):
-                    return False  # queue it only behind a job with the same limit
-            source.popleft()
+            job = jobs[idx]
+            if slot.queue and (len(job.code) + len(job.inputs_json) > _AHEAD_MAX_BYTES
+                               or not getattr(slot.proc, "job_fits", lambda mb: True)(job.memory_mb)):
+                return False  # wait for the worker to be idle (see _AHEAD_MAX_BYTES; cgroups)
             self._next_id += 1
             jid = self._next_id
+            line = _job_line(jid, job)
+            if slot.queue and len(line) > _AHEAD_MAX_BYTES:
+                return False  # escaping made it longer than it looked
+            limit = getattr(slot.proc, "limit_memory", None)
+            if limit is not None and not slot.queue:
+                limit(job.memory_mb)  # the worker is idle: set its cgroup to this job's limit
+            source.popleft()
             by_id[jid] = idx
             if not slot.queue:
                 slot.started = time.monotonic()
             slot.queue.append(jid)
-            line = _job_line(jid, jobs[idx])
             for attempt in (0, 1):
                 try:
                     slot.proc.send(line)

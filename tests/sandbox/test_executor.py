@@ -240,3 +240,16 @@ def test_huge_outputs_travel_as_digests_and_still_compare_exactly(ex):
     small = "def f(n):\n    return [1, 2, 3]\n"
     vs = ex.verify([(exp, Sample("big", k, c)) for k, c in enumerate((same, off, small))])
     assert [v.verdict for v in vs] == [Verdict.passed, Verdict.wrong_answer, Verdict.wrong_answer]
+
+
+def test_big_inputs_and_big_outputs_do_not_deadlock_the_pipes():
+    # Jobs are sent ahead to a busy worker only when their line fits the pipe unread: a 2 MB
+    # input line sent while the worker writes a 1.3 MB result (just under the size that
+    # travels as a digest) would block both ends.
+    p = Problem(id="big", kind="call", entry_point="f", time_limit_s=5.0, memory_limit_mb=1024,
+                tests=[TestCase(args=["x" * (2 << 20)], expected=list(range(190000)))])
+    code = "def f(s):\n    return list(range(190000))\n"
+    with Executor(SandboxConfig(workers=1, harness_retries=0)) as ex:
+        vs = ex.verify([(p, Sample("big", k, code)) for k in range(4)])
+        assert [v.verdict for v in vs] == [Verdict.passed] * 4
+        assert ex.stats["harness_errors"] == 0
