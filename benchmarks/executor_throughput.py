@@ -227,6 +227,12 @@ def run_workload(title, items, ex, tree=None, repeat=3):
         t_bl = best["baseline"]
         res.update(baseline_s=t_bl, vs_baseline=t_bl / t_ex)
     ident = all(r == v_ex for r in runs)
+    if not ident:
+        names = ["in-process", "per-process"] + (["baseline"] if tree else [])
+        for name, r in zip(names, runs[1:]):
+            diff = [items[k][0].id for k in range(n_samples) if r[k] != v_ex[k]]
+            if diff:
+                print(f"  {name} disagrees with the executor on {len(diff)}: {', '.join(diff[:8])}")
     line = (f"  executor vs per-process: {t_pp / t_ex:5.2f}x   executor vs in-process limit: "
             f"{t_ip / t_ex:5.2f}x")
     if tree:

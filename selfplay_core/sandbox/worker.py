@@ -944,7 +944,7 @@ def _pidfd(pid):
         return -1
 
 
-def _watch(pid, r, job, deadline_at, state, cap, credit=0.0):
+def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambda now: False):
     """Feed the child's lines to `state` under the worker's clocks until the child is done.
 
     Limits, all enforced here: before "S" a fixed wall window; then per window (load, each
@@ -952,7 +952,8 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0):
     CPU clock, and a wall-clock backstop; and the job's whole-sample wall deadline. Wall time
     spent waiting for a CPU is credited to both (`credit`: what earlier children of the job
     waited). Returns (end dict or None, wait status or None, wall time at the end, child CPU
-    time at the end); `state.waited` is this child's run-queue wait."""
+    time at the end); `state.waited` is this child's run-queue wait, read (a few /proc
+    files) only where `credit_wanted(now)` says the job's deadline could come into play."""
     import select
     import time
 
@@ -1051,7 +1052,7 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0):
                         end = {"status": "output_limit"}
                     continue
             if exited is None and (pfd < 0 or pfd in ready or eof):
-                if pfd in ready:
+                if pfd in ready and credit_wanted(now):
                     state.waited = _run_delay(pid) or 0.0  # readable until reaped
                 p, st, ru = os.wait4(pid, os.WNOHANG)
                 if p:
@@ -1164,6 +1165,8 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
     end = {"status": "done"}
     clean = True
     credit = 0.0  # run-queue waits of earlier tests' children, credited to the deadline
+    import time
+    half_deadline = time.monotonic() + (deadline_at - time.monotonic()) / 2
     try:
         for i, text in enumerate(job["inputs"]):
             if i:
@@ -1177,7 +1180,8 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
             state = _Stdin(job)
             pid, r = _fork_child(job, scratch, in_path, _child_stdin)
             try:
-                res, exited, t_end, c_end = _watch(pid, r, job, deadline_at, state, cap, credit)
+                res, exited, t_end, c_end = _watch(pid, r, job, deadline_at, state, cap, credit,
+                                                   lambda now: now > half_deadline)
             finally:
                 os.close(r)
             credit += state.waited
