@@ -7,7 +7,6 @@ can wrap them one to one and tests can call them directly.
 
 from __future__ import annotations
 
-import ast
 import random
 import time
 from typing import Sequence
@@ -26,11 +25,7 @@ from selfplay_core.roles.teacher import STOP as TEACHER_STOP
 from selfplay_core.roles.teacher import parse_teacher, teacher_prompt
 from selfplay_core.toyworld.evaluate import SolveResult, solve
 from selfplay_core.toyworld.metrics import mean_pass_at_k
-
-# Imports a proposal's reference program may use: pure computation only.
-ALLOWED_IMPORTS = frozenset({"math", "collections", "itertools", "functools", "heapq", "bisect",
-                             "re", "string", "typing", "operator", "fractions", "decimal",
-                             "statistics", "copy", "array", "dataclasses", "enum"})
+from selfplay_core.proposals import ALLOWED_IMPORTS  # the one allow-list, enforced in the sandbox
 
 
 def teacher_sampling(ctx) -> SamplingParams:
@@ -72,42 +67,24 @@ def propose(ctx, anchors: Sequence[Anchor], kind: str, direction: str, n: int) -
 
 # ---- validate ----------------------------------------------------------------------------------
 
-def _banned_import(code: str) -> str | None:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return "syntax"
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        else:
-            continue
-        for name in names:
-            if name.split(".")[0] not in ALLOWED_IMPORTS:
-                return name
-    return None
-
-
-def run_twice(ctx, items: list[tuple[Problem, str]]) -> list[tuple[object, str | None]]:
-    """Run each (problem, reference program) in two different worker processes (different hash
-    seeds): (first RunResult, None) when both runs succeed with identical outputs, else
-    (first RunResult, rejection reason)."""
+def check_references(ctx, items: list[tuple[Problem, str]], probes: int = 3
+                     ) -> list[tuple[list | None, str | None]]:
+    """The gate for reference programs, in the sandbox (issue 11, class 5): imports outside
+    ALLOWED_IMPORTS refused at run time, two runs in two fresh processes with different hash
+    seeds and a broken clock, on the proposed inputs plus up to `probes` other items' inputs
+    of the same arity. (outputs, None) when accepted, else (None, reason): banned_import,
+    reference_timeout, reference_error, nondeterministic, harness_error."""
     if not items:
         return []
-    first = ctx.executor.run(items, rotate=0)
-    second = ctx.executor.run(items, rotate=1)
-    out = []
-    for r1, r2 in zip(first, second):
-        if not r1.ok:
-            err = next((e for e in r1.errors if e), r1.detail or "")
-            out.append((r1, "reference_timeout" if err.startswith("timeout") else "reference_error"))
-        elif not r2.ok or r1.outputs != r2.outputs:
-            out.append((r1, "nondeterministic"))
-        else:
-            out.append((r1, None))
-    return out
+    extra = []
+    for k, (p, _) in enumerate(items):
+        arity = len(p.tests[0].args or []) if p.tests else 0
+        others = [t.args for j, (q, _) in enumerate(items) if j != k for t in q.tests
+                  if len(t.args or []) == arity]
+        extra.append(others[:probes])
+    checks = ctx.executor.check_references(items, allowed_imports=ALLOWED_IMPORTS,
+                                           extra_inputs=extra)
+    return [(c.outputs, c.rejection) for c in checks]
 
 
 def _rejector(reasons: dict[str, int]):
@@ -128,9 +105,10 @@ def _log_acceptance(log: IterationLog, kind: str, proposals: list[Proposal], rea
 
 
 def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
-    """Parse, then gate: allowed imports, reference runs in time, identical outputs in two worker
-    processes (different hash seeds), enough distinct inputs/outputs, not a near-duplicate of
-    the buffers or of a batch-mate, not an evaluation item. Rejections counted by reason."""
+    """Parse, then gate: the reference, run in the sandbox (`check_references`: allowed imports
+    at run time, in time, identical outputs in two processes), enough distinct outputs, not a
+    near-duplicate of the buffers or of a batch-mate, not an evaluation item. Rejections
+    counted by reason (a `harness_error` is not the teacher's: no reward, no rollout)."""
     t = ctx.config.teacher
     reasons: dict[str, int] = {}
     reject = _rejector(reasons)
@@ -141,10 +119,6 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
         if isinstance(p.parsed, Rejection):
             reject(p, f"parse_{p.parsed.reason}")
             continue
-        bad = _banned_import(p.parsed.code)
-        if bad:
-            reject(p, "banned_import")
-            continue
         prob = Problem(id=p.id, kind="call", entry_point="f", prompt=p.parsed.question,
                        tests=[TestCase(args=list(a), has_expected=False) for a in p.parsed.inputs],
                        time_limit_s=1.0, memory_limit_mb=256,
@@ -152,13 +126,13 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
                                  "kind": p.kind, "axis": p.axis})
         todo.append((p, prob))
     if todo:
-        runs = run_twice(ctx, [(prob, p.parsed.code) for p, prob in todo])
+        runs = check_references(ctx, [(prob, p.parsed.code) for p, prob in todo])
         batch_texts: list[str] = []
-        for (p, prob), (r1, bad) in zip(todo, runs):
+        for (p, prob), (outputs, bad) in zip(todo, runs):
             if bad:
                 reject(p, bad)
                 continue
-            if len({repr(o) for o in r1.outputs}) < t.require_distinct_outputs:
+            if len({repr(o) for o in outputs}) < t.require_distinct_outputs:
                 reject(p, "degenerate_outputs")
                 continue
             text = f"{p.parsed.question}\n{p.parsed.code}"
@@ -171,7 +145,7 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
                 reject(p, "eval_contamination")
                 continue
             batch_texts.append(text)
-            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, r1.outputs)]
+            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, outputs)]
             p.problem = prob
     kind = proposals[0].kind if proposals else "none"
     _log_acceptance(log, kind, proposals, reasons)
@@ -193,14 +167,28 @@ def estimate_pass_rates(ctx, proposals: list[Proposal]) -> None:
     n = ctx.config.student.samples_per_task
     results = solve(ctx.engine, ctx.executor, [p.problem for p in acc], n, student_sampling(ctx))
     for p, r in zip(acc, results):
+        if not _has_pass_rate(p, r):
+            continue
         p.solve = r
         p.pass_rate = r.c / r.n
 
 
+def _has_pass_rate(p: Proposal, r: SolveResult) -> bool:
+    """False when every sample was a harness error: p is unknown, so the proposal drops out
+    (no reward, no rollout, not buffered) instead of scoring the sandbox's failure."""
+    if r.n:
+        return True
+    p.problem, p.rejection, p.solve = None, "harness_error", None
+    return False
+
+
 def score(ctx, proposals: list[Proposal], band_kind: str, log: IterationLog) -> None:
+    """Teacher rewards; a proposal the sandbox could not judge (harness_error) gets none."""
     t = ctx.config.teacher
     for p in proposals:
-        if not p.accepted:
+        if p.rejection == "harness_error":
+            p.reward = None
+        elif not p.accepted:
             p.reward = rewards.invalid_proposal(parsed=not isinstance(p.parsed, Rejection),
                                                 format_fail=t.format_penalty,
                                                 invalid=t.invalid_penalty)
@@ -212,8 +200,9 @@ def score(ctx, proposals: list[Proposal], band_kind: str, log: IterationLog) -> 
             p.reward = rewards.azr_propose(p.pass_rate, extreme=ctx.config.azr.extreme_reward)
     kind = proposals[0].kind if proposals else "none"
     acc = [p for p in proposals if p.accepted]
-    if proposals:
-        log.add(**{f"teacher/{kind}/reward": sum(p.reward for p in proposals) / len(proposals)})
+    judged = [p for p in proposals if p.reward is not None]
+    if judged:
+        log.add(**{f"teacher/{kind}/reward": sum(p.reward for p in judged) / len(judged)})
     if acc:
         log.add(**{f"teacher/{kind}/pass_rate": sum(p.pass_rate for p in acc) / len(acc)})
         if band_kind == "azr":  # learnable: solved sometimes, not always
@@ -304,8 +293,9 @@ def propose_triplets(ctx, task_type: str, n: int) -> list[Proposal]:
 
 
 def validate_triplets(ctx, task_type: str, proposals: list[Proposal], log: IterationLog) -> None:
-    """Parse (a program and one input literal), then gate: allowed imports, the program runs in
-    time and gives the same output in two worker processes, the output is a literal a student
+    """Parse (a program and one input literal), then gate (`check_references`): allowed imports
+    at run time, the program runs in time and gives the same output in two processes, also on
+    other triplets' inputs; the output is a literal a student
     could write (not too large), the student's prompt fits the model, and the task is not a
     near-duplicate of this type's buffer or a batch-mate (or an evaluation item)."""
     a = ctx.config.azr
@@ -319,19 +309,18 @@ def validate_triplets(ctx, task_type: str, proposals: list[Proposal], log: Itera
         if isinstance(p.parsed, Rejection):
             reject(p, f"parse_{p.parsed.reason}")
             continue
-        if _banned_import(p.parsed.code):
-            reject(p, "banned_import")
-            continue
         prob = Problem(id=p.id, kind="call", entry_point="f",
                        tests=[TestCase(args=list(p.parsed.args), has_expected=False)],
                        time_limit_s=1.0, memory_limit_mb=256)
         todo.append((p, prob))
     batch_texts: list[str] = []
-    for (p, prob), (r1, bad) in zip(todo, run_twice(ctx, [(prob, p.parsed.code) for p, prob in todo])):
+    # The proposed input alone cannot show nondeterminism that other inputs would: the other
+    # triplets' inputs of the same arity run as extra probes (check_references).
+    for (p, prob), (outputs, bad) in zip(todo, check_references(ctx, [(prob, p.parsed.code) for p, prob in todo])):
         if bad:
             reject(p, bad)
             continue
-        out = r1.outputs[0]
+        out = outputs[0]
         why = (Rejection(azr_role.TOO_LARGE) if type(out) is Digest
                else azr_role.is_literal_value(out, a.max_literal_chars))
         if why is not None:
@@ -385,11 +374,16 @@ def estimate_triplets(ctx, task_type: str, proposals: list[Proposal], log: Itera
         passed = [ok[i * n:(i + 1) * n] for i in range(len(acc))]
     parsed = 0
     for p, comps, row, oks in zip(acc, groups, answers, passed):
-        rej = [a.reason if isinstance(a, Rejection) else (None if ok else "wrong_answer")
+        # ok is None where the sandbox could not run an abduction check (harness error)
+        rej = [a.reason if isinstance(a, Rejection) else
+               ("harness_error" if ok is None else None if ok else "wrong_answer")
                for a, ok in zip(row, oks)]
         parsed += sum(not isinstance(a, Rejection) for a in row)
-        p.solve = SolveResult(p.problem, comps, list(oks), rej)
-        p.pass_rate = sum(oks) / len(oks)
+        r = SolveResult(p.problem, comps, [bool(ok) for ok in oks], rej, [ok is None for ok in oks])
+        if not _has_pass_rate(p, r):
+            continue
+        p.solve = r
+        p.pass_rate = r.c / r.n
     kind = triplet_kind(task_type)
     log.add(**{f"student/{kind}/parsed": parsed / (n * len(acc))})
 
@@ -438,7 +432,7 @@ def solve_replay_tasks(ctx, log: IterationLog) -> list[tuple[str, SolveResult]]:
                      metadata={"reference": b.code, "signature": "def f(x):", "kind": b.kind})
              for b in picked]
     res = solve(ctx.engine, ctx.executor, probs, st.samples_per_task, student_sampling(ctx))
-    kept = [(b.kind, r) for b, r in zip(picked, res) if lo <= r.c / r.n <= hi]
+    kept = [(b.kind, r) for b, r in zip(picked, res) if r.n and lo <= r.c / r.n <= hi]
     log.add(**{"student/replay/pass_rate": sum(r.c for r in res) / max(1, sum(r.n for r in res)),
                "student/replay/tasks": len(kept)})
     return kept
@@ -459,13 +453,15 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
     then receives the new weights (in place for hf, pushed to the server for vllm)."""
     rolls: list[Rollout] = []
     for p in teacher:
+        if p.reward is None:  # not judged (harness error): no rollout
+            continue
         r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id, p.temperature)
         if r:
             rolls.append(r)
     cap = ctx.config.student.batch_size
     student_rolls = []
     for kind, res in student:
-        for c, ok in zip(res.completions, res.passed):
+        for c, ok in res.scored():  # samples that hit a harness error yield no rollout
             r = _rollout(c, rewards.student(ok), "student", kind, res.problem.id,
                          ctx.config.engine.temperature)
             if r:
@@ -518,11 +514,12 @@ def evaluate(ctx, log: IterationLog) -> dict:
         meta = r.problem.metadata
         key = meta.get("eval_set") or f"d{meta.get('depth', 0)}"
         groups.setdefault(key, []).append((r.n, r.c))
+    # A problem with fewer than k judged samples (harness errors excluded) is left out of pass@k.
     for g, counts in sorted(groups.items()):
         for k in e.ks:
-            out[f"eval/{g}/pass@{k}"] = mean_pass_at_k(counts, k)
+            out[f"eval/{g}/pass@{k}"] = mean_pass_at_k([x for x in counts if x[0] >= k], k)
     for k in e.ks:
-        out[f"eval/all/pass@{k}"] = mean_pass_at_k([(r.n, r.c) for r in res], k)
+        out[f"eval/all/pass@{k}"] = mean_pass_at_k([(r.n, r.c) for r in res if r.n >= k], k)
     log.add(**out)
     return out
 
@@ -534,7 +531,7 @@ def track_goalposts(ctx, label: str, log: IterationLog) -> list[float]:
     if not gps:
         return []
     res = solve(ctx.engine, ctx.executor, gps, k, student_sampling(ctx))
-    row = [r.c / r.n for r in res]  # pass rate; solved means pass@k > 0, i.e. any pass
+    row = [r.c / r.n if r.n else 0.0 for r in res]  # pass rate; solved: pass@k > 0, any pass
     ctx.state.goalpost_rows.append(row)
     ctx.state.goalpost_labels.append(label)
     solved = sum(1 for v in row if v > 0)

@@ -31,6 +31,9 @@ class SandboxConfig(BaseModel):
     # A harness error (the sandbox's own fault) is retried this many times before it is
     # reported; callers exclude what remains from pass rates.
     harness_retries: int = Field(default=1, ge=0, le=5)
+    # The self-play loop excludes what stays a harness error from pass rates and rollouts
+    # and fails the run when an iteration has more than this share of them (and at least 3).
+    max_harness_error_share: float = Field(default=0.05, ge=0.0, le=1.0)
     # A memory cgroup per worker, limited to the running job's memory limit (+ scratch + the
     # worker's share): bounds a job's memory by every route, forked processes included.
     # auto: where this machine lets us create one; required: refuse to start without.

@@ -221,7 +221,9 @@ class Executor:
         self._ref_pools: dict[frozenset, WorkerPool] = {}
         self._lock = threading.Lock()
         self._rng = random.SystemRandom()
-        self.stats = {"harness_errors": 0, "harness_retries": 0}
+        # Cumulative: jobs judged, harness errors left after retries, retries made. The loop
+        # reads the difference per iteration (`harness_errors`) and fails past a share.
+        self.stats = {"jobs": 0, "harness_errors": 0, "harness_retries": 0}
 
     @property
     def isolation(self) -> str:
@@ -294,6 +296,7 @@ class Executor:
                 for k, res in zip(again, batch(again, None)):
                     done[k] = res
             self.stats["harness_errors"] += sum(failed(tr, out) for tr, out in done)
+            self.stats["jobs"] += len(done)
         return done
 
     def verify(self, items: Sequence[tuple[Problem, Sample]], *, early_exit: bool = True,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from selfplay_core.engines.base import Completion, SamplingParams
-from selfplay_core.problems import Problem, Sample
+from selfplay_core.problems import Problem, Sample, Verdict
 from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.student import (REAL_STOP, STOP, is_real_problem, parse_student,
                                          real_student_program, real_student_prompt, student_prompt)
@@ -20,18 +20,34 @@ from selfplay_core.toyworld.metrics import mean_pass_at_k
 
 @dataclass
 class SolveResult:
+    """`excluded[j]`: sample j hit a harness error (the sandbox's fault, after its retries):
+    it counts in neither n nor c and yields no rollout."""
+
     problem: Problem
     completions: list[Completion]
     passed: list[bool]
     rejections: list[str | None] = field(default_factory=list)
+    excluded: list[bool] = field(default_factory=list)
+
+    def _excluded(self, j: int) -> bool:
+        return j < len(self.excluded) and self.excluded[j]
 
     @property
     def n(self) -> int:
-        return len(self.passed)
+        return len(self.passed) - sum(self.excluded)
 
     @property
     def c(self) -> int:
-        return sum(self.passed)
+        return sum(ok for j, ok in enumerate(self.passed) if not self._excluded(j))
+
+    @property
+    def harness_errors(self) -> int:
+        return sum(self.excluded)
+
+    def scored(self):
+        """(completion, passed) for every sample that has a verdict of the model's own."""
+        return [(c, ok) for j, (c, ok) in enumerate(zip(self.completions, self.passed))
+                if not self._excluded(j)]
 
 
 def student_prompt_for(problem: Problem) -> str:
@@ -71,7 +87,7 @@ def score(executor, problems: list[Problem], completions: list[list[Completion]]
     for p, cs in zip(problems, completions):
         sig = p.metadata.get("signature", f"def {p.entry_point}(x):")
         real = is_real_problem(p)
-        res = SolveResult(p, cs, [False] * len(cs), [None] * len(cs))
+        res = SolveResult(p, cs, [False] * len(cs), [None] * len(cs), [False] * len(cs))
         for j, c in enumerate(cs):
             if real:
                 program = real_student_program(p, c.text)
@@ -88,6 +104,8 @@ def score(executor, problems: list[Problem], completions: list[list[Completion]]
         res.passed[j] = v.passed
         if not v.passed:
             res.rejections[j] = v.verdict.value
+        if v.verdict is Verdict.harness_error:  # already retried by the executor
+            res.excluded[j] = True
     return results
 
 
@@ -98,6 +116,7 @@ def pass_by_depth(results: list[SolveResult], ks=(1, 8)) -> dict[int, dict]:
         groups.setdefault(r.problem.metadata.get("depth", 0), []).append(r)
     table = {}
     for d, rs in sorted(groups.items()):
+        rs = [r for r in rs if r.n]  # every sample a harness error: nothing to count
         counts = [(r.n, r.c) for r in rs]
         row = {"tasks": len(rs), "samples": sum(r.n for r in rs)}
         for k in ks:

@@ -1,0 +1,170 @@
+"""Issue 11, classes 5 and 7, in the loop: the proposal gates judge reference programs at run
+time in the sandbox (not by reading their source), each rejection counted by reason; and a
+harness error is excluded from pass rates and rollouts, counted, and fails the run past a
+share. The executor is the real one; the one fault no program can cause (a harness error) is
+injected by a thin wrapper, which says so."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from selfplay_core.buffers import TaskBuffer
+from selfplay_core.config import load_config
+from selfplay_core.engines.base import Completion
+from selfplay_core.loop import driver
+from selfplay_core.loop import stages as S
+from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core.problems import Problem, SampleVerdict, TestCase, Verdict
+from selfplay_core.roles.teacher import teacher_completion
+from selfplay_core.toyworld.evaluate import SolveResult, score
+
+
+def gasp_ctx(executor, *overrides):
+    cfg = load_config(None, ["teacher.min_inputs=4", *overrides])
+    return SimpleNamespace(config=cfg, executor=executor, buffers=TaskBuffer(threshold=0.95),
+                           contamination=TaskBuffer(), decontaminator=None)
+
+
+def proposal(i, code, inputs=(1, 2, 3, 4, 5)):
+    text = teacher_completion(f"Task number {i}: compute something about x.", code, list(inputs))
+    return Proposal("lemma", Anchor("g", "q", "c"), "f", "easier", "", Completion(text), id=f"p{i}")
+
+
+GASP_CASES = [
+    ("def f(x):\n    return x * 3 + 1\n", None),
+    # run-time routes to modules outside the allow-list (an import statement was the only
+    # route the old source check saw)
+    ("def f(x):\n    return __import__('os').getpid() * 0 + x\n", "banned_import"),
+    ("import typing\ndef f(x):\n    return len(typing.sys.modules['os'].listdir('/')) + x\n",
+     "banned_import"),
+    ("import importlib\ndef f(x):\n    return x\n", "banned_import"),
+    # nondeterminism the old two-run check let through about half the time
+    ("import typing\ndef f(x):\n    return x + int(typing.sys.modules['time'].time() // 3600) % 2\n",
+     "nondeterministic"),
+    ("def f(x):\n    return x + hash('salt%d' % x) % 3\n", "nondeterministic"),
+    ("def f(x):\n    return 1 // (x - 3)\n", "reference_error"),
+    ("def f(x):\n    while True:\n        pass\n", "reference_timeout"),
+]
+
+
+def test_gasp_gate_enforces_the_allow_list_at_run_time_and_counts_reasons(executor):
+    ctx = gasp_ctx(executor)
+    props = [proposal(i, code) for i, (code, _) in enumerate(GASP_CASES)]
+    log = IterationLog()
+    S.validate(ctx, props, log)
+    assert [p.rejection for p in props] == [why for _, why in GASP_CASES]
+    assert [t.expected for t in props[0].problem.tests] == [4, 7, 10, 13, 16]
+    m = log.metrics
+    assert m["rejections/lemma/banned_import"] == 3
+    assert m["rejections/lemma/nondeterministic"] == 2
+    assert m["rejections/lemma/reference_error"] == 1
+    assert m["rejections/lemma/reference_timeout"] == 1
+    assert m["teacher/lemma/accepted"] == 1
+
+
+def test_the_gate_works_with_a_single_worker_executor():
+    # The two determinism runs used to land in the same process when workers=1.
+    from selfplay_core.sandbox import Executor, SandboxConfig
+    with Executor(SandboxConfig(workers=1)) as ex:
+        props = [proposal(0, "def f(x):\n    return hash(str(x)) % 97\n")]
+        S.validate(gasp_ctx(ex), props, IterationLog())
+    assert props[0].rejection == "nondeterministic"
+
+
+def triplet(i, code, inp):
+    text = f"### Program\n{code}### Input\n{inp}\n### End"
+    return Proposal("azr_abduction", Anchor("azr-seed", "", ""), "", "propose", "",
+                    Completion(text), id=f"t{i}")
+
+
+def test_a_triplet_is_probed_on_other_inputs_too(executor):
+    # Abduction validation used to run the proposed input only: a program deterministic on it
+    # but not on inputs a student might try is caught on the batch-mates' inputs.
+    cfg = load_config(None, ["method=azr", "azr.task_types=[abduction]"])
+    ctx = SimpleNamespace(config=cfg, executor=executor, buffers=TaskBuffer(threshold=0.95),
+                          contamination=TaskBuffer(), engine=SimpleNamespace(), tokenizer=None)
+    sneaky = "def f(x):\n    return x if len(x) < 4 else [id(object())]\n"
+    props = [triplet(0, sneaky, "[1, 2]"),
+             triplet(1, "def f(x):\n    return sorted(x, reverse=True)\n", "[5, 1, 4, 2, 3]"),
+             triplet(2, "def f(x):\n    return x + __import__('os').getcwd()\n", "'a'")]
+    log = IterationLog()
+    S.validate_triplets(ctx, "abduction", props, log)
+    assert [p.rejection for p in props] == ["nondeterministic", None, "banned_import"]
+
+
+# ---- class 7: harness errors ------------------------------------------------------------------
+
+class HarnessFaults:
+    """The real executor, except that the listed sample ids come back as harness errors:
+    a fault injection (no program can cause one, which is the point of class 3)."""
+
+    def __init__(self, executor, fail_ids):
+        self.executor, self.fail_ids = executor, set(fail_ids)
+        self.stats = executor.stats
+
+    def verify(self, items, **kw):
+        out = self.executor.verify(items, **kw)
+        for k, ((p, s), v) in enumerate(zip(items, out)):
+            if (p.id, s.sample_id) in self.fail_ids:
+                out[k] = SampleVerdict(p.id, s.sample_id, Verdict.harness_error, [], 0.0, "injected")
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.executor, name)
+
+
+def task(pid):
+    return Problem(id=pid, kind="call", entry_point="f", time_limit_s=1.0,
+                   tests=[TestCase(args=[x], expected=2 * x) for x in (1, 2, 3)],
+                   metadata={"signature": "def f(x):"})
+
+
+GOOD = "def f(x):\n    return 2 * x\n"
+BAD = "def f(x):\n    return x\n"
+
+
+def completions(codes):
+    return [Completion(f"```python\n{c}```", token_ids=[1, 2], logprobs=[-0.1, -0.2],
+                       prompt_token_ids=[0]) for c in codes]
+
+
+def test_harness_errors_leave_pass_rates_and_rollouts(executor):
+    probs = [task("a"), task("b")]
+    comps = [completions([GOOD, BAD, GOOD, GOOD]), completions([GOOD, GOOD])]
+    faulty = HarnessFaults(executor, {("a", 1), ("a", 2), ("b", 0), ("b", 1)})
+    ra, rb = score(faulty, probs, comps)
+    # a: sample 1 (wrong) and sample 2 (right) have no verdict of the model's own
+    assert (ra.n, ra.c, ra.harness_errors) == (2, 2, 2)
+    assert ra.rejections[1] == "harness_error"
+    assert [ok for _, ok in ra.scored()] == [True, True]
+    assert (rb.n, rb.c) == (0, 0)
+
+    # the pass rate of a proposal counts judged samples only; one with none drops out
+    props = []
+    for r in (ra, rb):
+        p = Proposal("lemma", Anchor("g", "q", "c"), "f", "easier", "", completions([GOOD])[0],
+                     id=r.problem.id)
+        p.problem = r.problem
+        assert S._has_pass_rate(p, r) == (r.n > 0)
+        if p.accepted:
+            p.solve, p.pass_rate = r, r.c / r.n
+        props.append(p)
+    assert props[0].pass_rate == 1.0
+    assert props[1].rejection == "harness_error" and not props[1].accepted
+    ctx = SimpleNamespace(config=load_config(None, []))
+    S.score(ctx, props, "lemma", IterationLog())
+    assert props[1].reward is None  # not scored: the sandbox failed, not the teacher
+
+
+def test_the_run_fails_past_the_harness_error_share():
+    cfg = load_config(None, ["sandbox.max_harness_error_share=0.1"])
+    log = IterationLog()
+    before = {"jobs": 100, "harness_errors": 1, "harness_retries": 2}
+    driver._harness_errors(cfg, {"jobs": 200, "harness_errors": 4, "harness_retries": 9}, before, log, 1)
+    assert log.metrics["harness_errors"] == 3 and log.metrics["harness_retries"] == 7
+    with pytest.raises(driver.HarnessFailure, match="harness error"):
+        driver._harness_errors(cfg, {"jobs": 120, "harness_errors": 4}, {"jobs": 100, "harness_errors": 0},
+                               IterationLog(), 2)
+    # a couple of errors in a small iteration are excluded and counted, not fatal
+    driver._harness_errors(cfg, {"jobs": 10, "harness_errors": 2}, {"jobs": 0, "harness_errors": 0},
+                           IterationLog(), 3)
