@@ -82,15 +82,20 @@ def _read_cache(path: Path, wanted: dict[str, Problem]) -> dict[str, dict]:
 
 
 def attach_expected(problems: list[Problem], canonical: dict[str, str], *, dataset_key: str,
-                    executor=None, progress: Callable[[int], None] | None = None) -> list[Problem]:
+                    executor=None, progress: Callable[[int], None] | None = None,
+                    on_compute: Callable[[int], None] | None = None) -> list[Problem]:
     """Return copies of `problems` with expected outputs and time limits filled in.
 
     Raises InputError (before anything is cached for that problem) if a canonical solution
-    fails a test in every one of its 1 + RETRIES runs."""
+    fails a test in every one of its 1 + RETRIES runs. `on_compute(n)` is told, before the
+    work, how many problems need their canonical solution run (0: all cached); `progress(1)`
+    then follows each one as its first run finishes."""
     path = cache_dir() / f"{dataset_key}-v{CACHE_FORMAT}.jsonl"
     by_id = {p.id: p for p in problems}
     cached = _read_cache(path, by_id)
     todo = [p for p in problems if p.id not in cached]
+    if on_compute:
+        on_compute(len(todo))
     if todo:
         from selfplay_core.sandbox import Executor, SandboxConfig
         own = executor is None
@@ -130,7 +135,8 @@ def _compute(ex, todo: list[Problem], canonical: dict[str, str], progress):
         again = []
         for batch in batches:
             runs = ex.run([(dataclasses.replace(p, time_limit_s=CANONICAL_LIMIT_S), canonical[p.id])
-                           for p in batch], max_sample_time_s=CANONICAL_ROW_CAP_S)
+                           for p in batch], max_sample_time_s=CANONICAL_ROW_CAP_S,
+                          progress=progress if attempt == 0 else None)  # each problem once
             for p, r in zip(batch, runs):
                 why = _failures(p, r)
                 if why:
@@ -144,8 +150,6 @@ def _compute(ex, todo: list[Problem], canonical: dict[str, str], progress):
                 rows[p.id] = {"id": p.id, "expected": _plain(outs),
                               "time_limit_s": time_limit_from_reference(r.cpu_times),
                               "reference_cpu_s": round(max(r.cpu_times, default=0.0), 6)}
-                if progress:
-                    progress(1)
         pending = again
         if not pending:
             break

@@ -491,8 +491,9 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
     if not signal:
         return {}
     t0 = time.perf_counter()
-    for _ in range(ctx.config.updates_per_iteration):
-        metrics = ctx.learner.step(signal)
+    with ctx.learner_turn():  # a colocated vLLM server sleeps through the update
+        for _ in range(ctx.config.updates_per_iteration):
+            metrics = ctx.learner.step(signal)
     metrics.update(ctx.push_weights())
     metrics["time/update_s"] = time.perf_counter() - t0
     log.add(**metrics)
