@@ -172,7 +172,7 @@ def test_worker_killed_from_outside_is_a_harness_error_and_the_pool_recovers():
         _kill_worker_soon(ex)
         v = verdict_of(ex, call_problem(time_limit_s=5.0), SLOW)
         assert v.verdict is Verdict.harness_error
-        assert ex.stats == {"harness_errors": 1, "harness_retries": 0}
+        assert ex.stats == {"jobs": 1, "harness_errors": 1, "harness_retries": 0}
         assert verdict_of(ex, call_problem(), DOUBLE).passed
 
 
@@ -182,7 +182,7 @@ def test_a_harness_error_is_retried_and_counted():
         _kill_worker_soon(ex)
         v = verdict_of(ex, call_problem(time_limit_s=5.0), SLOW)
         assert v.passed  # the retry ran on a fresh worker
-        assert ex.stats == {"harness_errors": 0, "harness_retries": 1}
+        assert ex.stats == {"jobs": 1, "harness_errors": 0, "harness_retries": 1}
 
 
 def test_require_isolation_refuses_to_run_without_it(monkeypatch):
