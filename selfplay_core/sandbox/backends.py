@@ -323,11 +323,12 @@ class _UidBlock:
         import fcntl
         import random
         self.fd = None
-        if base is not None:
-            self.base = base
+        rng = random.SystemRandom()
+        if base is not None or os.geteuid() != 0:
+            # Given, or not root: children then keep our uid (no uid is switched to).
+            self.base = base if base is not None else 200_000 + rng.randrange(0, 4_000_000) * self.SIZE
             return
         os.makedirs(self.LOCK_DIR, mode=0o700, exist_ok=True)
-        rng = random.SystemRandom()
         for _ in range(64):
             k = rng.randrange(0, 4_000_000)
             fd = os.open(os.path.join(self.LOCK_DIR, f"{k}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
