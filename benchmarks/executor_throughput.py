@@ -46,7 +46,7 @@ from selfplay_core.datasets.expected import attach_expected  # noqa: E402
 from selfplay_core.problems import Problem, Sample, TestCase  # noqa: E402
 from selfplay_core.sandbox import Executor, SandboxConfig  # noqa: E402
 from selfplay_core.sandbox.compare import call_matches, stdout_matches  # noqa: E402
-from selfplay_core.sandbox.worker import Digest, _digest, _plain  # noqa: E402
+from selfplay_core.values import Digest, _digest, _plain  # noqa: E402
 
 
 def same(out, exp, p, args) -> bool:
@@ -70,7 +70,7 @@ for name in ("selfplay_core", "selfplay_core.sandbox"):
     mod = types.ModuleType(name)
     mod.__path__ = [os.path.join(sys.argv[1], *name.split("."))]
     sys.modules[name] = mod
-from selfplay_core.sandbox.worker import Digest, _digest, from_json_obj
+from selfplay_core.values import Digest, _digest, from_json_obj
 from selfplay_core.sandbox.compare import call_matches
 job = json.loads(sys.stdin.read())
 g = {}

@@ -26,6 +26,19 @@ REASONS = ("banned_import", "reference_timeout", "reference_error", "nondetermin
            "harness_error")
 
 
+def probe_inputs(problems: Sequence[Problem], probes: int = 3) -> list[list]:
+    """Per problem, up to `probes` batch-mates' inputs of the same arity: more inputs for the
+    determinism check than the proposer chose (a program can be deterministic on its own
+    inputs only)."""
+    out = []
+    for k, p in enumerate(problems):
+        arity = len(p.tests[0].args or []) if p.tests else 0
+        others = [t.args for j, q in enumerate(problems) if j != k for t in q.tests
+                  if len(t.args or []) == arity]
+        out.append(others[:probes])
+    return out
+
+
 @dataclass
 class Validation:
     proposal: TeacherProposal | Rejection
@@ -54,8 +67,7 @@ def validate_proposals(executor, proposals: Sequence[TeacherProposal | Rejection
             for k, v in enumerate(out) if v.rejection is None]
     if not todo:
         return out
-    extra = [[t.args for j, (_, q) in enumerate(todo) if j != i for t in q.tests][:probes]
-             for i in range(len(todo))]
+    extra = probe_inputs([prob for _, prob in todo], probes)
     checks = executor.check_references([(prob, out[k].proposal.code) for k, prob in todo],
                                        allowed_imports=ALLOWED_IMPORTS, extra_inputs=extra)
     for (k, prob), c in zip(todo, checks):

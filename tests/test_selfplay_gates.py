@@ -4,25 +4,25 @@ harness error is excluded from pass rates and rollouts, counted, and fails the r
 share. The executor is the real one; the one fault no program can cause (a harness error) is
 injected by a thin wrapper, which says so."""
 
-from types import SimpleNamespace
-
 import pytest
 
-from selfplay_core.buffers import TaskBuffer
+from selfplay_core import stages as S
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
 from selfplay_core.loop import driver
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core.methods.azr import Learnability
+from selfplay_core.methods.azr_triplets import TripletRound
+from selfplay_core.methods.gasp import BandReward
 from selfplay_core.problems import Problem, SampleVerdict, TestCase, Verdict
+from selfplay_core.records import Anchor, IterationLog, Proposal
+from selfplay_core.rewards import r_lemma
 from selfplay_core.roles.teacher import teacher_completion
-from selfplay_core.toyworld.evaluate import SolveResult, score
+from selfplay_core.run_context import RunContext
+from selfplay_core.solve import score
 
 
 def gasp_ctx(executor, *overrides):
-    cfg = load_config(None, ["teacher.min_inputs=4", *overrides])
-    return SimpleNamespace(config=cfg, executor=executor, buffers=TaskBuffer(threshold=0.95),
-                           contamination=TaskBuffer(), decontaminator=None)
+    return RunContext(load_config(None, ["teacher.min_inputs=4", *overrides]), executor=executor)
 
 
 def proposal(i, code, inputs=(1, 2, 3, 4, 5)):
@@ -80,15 +80,14 @@ def triplet(i, code, inp):
 def test_a_triplet_is_probed_on_other_inputs_too(executor):
     # Abduction validation used to run the proposed input only: a program deterministic on it
     # but not on inputs a student might try is caught on the batch-mates' inputs.
-    cfg = load_config(None, ["method=azr", "azr.task_types=[abduction]"])
-    ctx = SimpleNamespace(config=cfg, executor=executor, buffers=TaskBuffer(threshold=0.95),
-                          contamination=TaskBuffer(), engine=SimpleNamespace(), tokenizer=None)
+    cfg = load_config(None, ["method=azr", "method.task_types=[abduction]"])
+    ctx = RunContext(cfg, executor=executor)
     sneaky = "def f(x):\n    return x if len(x) < 4 else [id(object())]\n"
     props = [triplet(0, sneaky, "[1, 2]"),
              triplet(1, "def f(x):\n    return sorted(x, reverse=True)\n", "[5, 1, 4, 2, 3]"),
              triplet(2, "def f(x):\n    return x + __import__('os').getcwd()\n", "'a'")]
     log = IterationLog()
-    S.validate_triplets(ctx, "abduction", props, log)
+    TripletRound("abduction", len(props), cfg.method, Learnability(-0.5)).validate(ctx, props, log)
     assert [p.rejection for p in props] == ["nondeterministic", None, "banned_import"]
 
 
@@ -145,14 +144,14 @@ def test_harness_errors_leave_pass_rates_and_rollouts(executor):
         p = Proposal("lemma", Anchor("g", "q", "c"), "f", "easier", "", completions([GOOD])[0],
                      id=r.problem.id)
         p.problem = r.problem
-        assert S._has_pass_rate(p, r) == (r.n > 0)
+        assert S.has_pass_rate(p, r) == (r.n > 0)
         if p.accepted:
             p.solve, p.pass_rate = r, r.c / r.n
         props.append(p)
     assert props[0].pass_rate == 1.0
     assert props[1].rejection == "harness_error" and not props[1].accepted
-    ctx = SimpleNamespace(config=load_config(None, []))
-    S.score(ctx, props, "lemma", IterationLog())
+    ctx = RunContext(load_config(None, []))
+    S.score(ctx, props, BandReward((0.3, 0.7), -0.5, r_lemma), IterationLog())
     assert props[1].reward is None  # not scored: the sandbox failed, not the teacher
 
 

@@ -20,7 +20,8 @@ from typing import Callable
 
 from selfplay_core.datasets.limits import time_limit_from_reference
 from selfplay_core.problems import InputError, Problem, TestCase
-from selfplay_core.sandbox.worker import Opaque, _plain, from_json_obj
+from selfplay_core.sandbox import Executor, SandboxConfig
+from selfplay_core.values import Opaque, from_json_obj, to_json_obj
 
 CACHE_FORMAT = "4"  # bump when limits or encoding change what a run produces
 RETRIES = 2
@@ -97,7 +98,6 @@ def attach_expected(problems: list[Problem], canonical: dict[str, str], *, datas
     if on_compute:
         on_compute(len(todo))
     if todo:
-        from selfplay_core.sandbox import Executor, SandboxConfig
         own = executor is None
         ex = executor or Executor(SandboxConfig())
         try:
@@ -147,7 +147,7 @@ def _compute(ex, todo: list[Problem], canonical: dict[str, str], progress):
                 outs = r.outputs
                 if p.oracle == "not_none":
                     outs = [o is not None for o in outs]
-                rows[p.id] = {"id": p.id, "expected": _plain(outs),
+                rows[p.id] = {"id": p.id, "expected": to_json_obj(outs),
                               "time_limit_s": time_limit_from_reference(r.cpu_times),
                               "reference_cpu_s": round(max(r.cpu_times, default=0.0), 6)}
         pending = again

@@ -99,7 +99,7 @@ def iter_sync_tensors(model) -> Iterator[tuple[str, Any]]:
     """(name, tensor) pairs under the names vLLM loads from a HF checkpoint.
 
     A peft model yields each adapted weight merged out of place, one fresh tensor at a time
-    (rl.lora.merged_tensors: the frozen base is never written), adapter tensors skipped and
+    (engines.lora.merged_tensors: the frozen base is never written), adapter tensors skipped and
     `base_layer.` / `modules_to_save.default.` dropped from the names.
     Sharded parameters (DeepSpeed ZeRO-3, FSDP DTensors) are refused: they must be gathered on
     one rank first, which this module does not do.
@@ -115,7 +115,7 @@ def iter_sync_tensors(model) -> Iterator[tuple[str, Any]]:
             check(name, p)
             yield name, p.data
         return
-    from selfplay_core.rl.lora import merged_tensors
+    from selfplay_core.engines.lora import merged_tensors
 
     for name, p in model.get_base_model().named_parameters():
         check(name, p)
@@ -417,7 +417,7 @@ class VLLMEngine:
     def _sync_nccl(self, model) -> dict:
         client = self._client()
         if _is_peft(model):  # merged tensors are made one at a time as the client sends them
-            from selfplay_core.rl.lora import merged_tensor_specs
+            from selfplay_core.engines.lora import merged_tensor_specs
 
             specs = [(n, d, list(s)) for n, d, s in merged_tensor_specs(model)]
         else:

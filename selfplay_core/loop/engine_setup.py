@@ -29,6 +29,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from selfplay_core.engines.errors import EngineError
+from selfplay_core.engines.gpu_config import vllm_lora_rank
+from selfplay_core.engines.hf import HFEngine
+from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig, _is_peft, write_checkpoint
+from selfplay_core.engines.vllm_server import ServeOptions, VLLMLaunchError, launch
+from selfplay_core.roles.teacher import teacher_prompt
+from selfplay_core.solve import student_prompt_for
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +79,6 @@ def sync_mode(cfg, *, peft: bool) -> str:
 def make_hf_engine(cfg, model_dir: Path):
     import torch
 
-    from selfplay_core.engines.hf import HFEngine
-
     return HFEngine(str(model_dir), batch_size=cfg.engine.batch_size,
                     dtype=getattr(torch, cfg.model.dtype))
 
@@ -85,8 +89,6 @@ def launches_server(cfg) -> bool:
 
 def check_server(cfg, engine=None) -> dict:
     """One health check of the configured vLLM server; EngineSetupError if it fails."""
-    from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
-
     engine = engine or VLLMEngine(VLLMEngineConfig(base_url=cfg.engine.vllm_url))
     try:
         return engine.check_health()
@@ -99,8 +101,6 @@ class VLLMSetup:
     """A vllm engine's weight path for this run: the server it may have launched, and the push."""
 
     def __init__(self, cfg, policy, tokenizer, run_dir: Path, model_dir: Path, resume: bool):
-        from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig, _is_peft, write_checkpoint
-
         self.server = None
         self.colocated = cfg.gpu is not None and cfg.gpu.vllm_placement == "colocated"
         self.asleep = False
@@ -137,8 +137,6 @@ class VLLMSetup:
 
     @staticmethod
     def _launch(cfg, model: str, mode: str, run_dir: Path):
-        from selfplay_core.engines.vllm_server import VLLMLaunchError, launch
-
         try:
             return launch(serve_options(cfg, model, mode), wait_timeout_s=cfg.engine.server_wait_s,
                           log_path=run_dir / "vllm-server.log")
@@ -194,9 +192,6 @@ class VLLMSetup:
 def serve_options(cfg, model: str, mode: str):
     """The `selfplay vllm-serve` options of a server the run launches: the plan's rollout GPUs
     (the learner's, colocated, with sleep mode) and memory share, a LoRA rank vLLM accepts."""
-    from selfplay_core.engines.gpu_config import vllm_lora_rank
-    from selfplay_core.engines.vllm_server import ServeOptions
-
     gpu = cfg.gpu
     url = urlsplit(cfg.engine.vllm_url)
     plan = cfg.resolved_plan()
@@ -228,9 +223,6 @@ def context_length(cfg, engine, model_dir: Path) -> int | None:
 def prompt_fits(cfg, tokenizer, limit: int | None):
     """fits(problem, role) for the real-data world: the role's prompt plus its generation budget
     within `limit` tokens."""
-    from selfplay_core.roles.teacher import teacher_prompt
-    from selfplay_core.toyworld.evaluate import student_prompt_for
-
     if limit is None:
         return None
     e = cfg.engine

@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Protocol
 
+from selfplay_core import values as _values
 from selfplay_core.sandbox import seccomp as _seccomp_mod
 from selfplay_core.sandbox import worker as _worker_mod
 
@@ -35,9 +36,9 @@ class SandboxUnavailable(RuntimeError):
 
 @functools.lru_cache(maxsize=1)
 def worker_source() -> str:
-    """The worker's program: the seccomp filters, then the worker itself (which imports them
-    only when the trusted parent imports it as a module)."""
-    return inspect.getsource(_seccomp_mod) + "\n\n" + inspect.getsource(_worker_mod)
+    """The worker's program: the value codec, the seccomp filters, then the worker itself
+    (which imports both only when the trusted parent imports it as a module)."""
+    return "\n\n".join(inspect.getsource(m) for m in (_values, _seccomp_mod, _worker_mod))
 
 
 class WorkerProcess(Protocol):

@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from selfplay_core.sandbox.worker import Digest, Opaque
+from selfplay_core.values import Digest, Opaque
 
 MAX_CONTAINERS = 1 << 20
 _MAX_INT_DIGITS = 80

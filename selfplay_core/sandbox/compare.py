@@ -30,7 +30,7 @@ import math
 import re
 from typing import Any
 
-from selfplay_core.sandbox.worker import Digest, Opaque
+from selfplay_core.values import Digest, Opaque
 
 
 def _is_num(x: Any) -> bool:

@@ -22,7 +22,7 @@ from selfplay_core.sandbox.channel import (BadRecord, decode_json_fields, decode
                                            decode_stdout)
 from selfplay_core.sandbox.config import SandboxConfig
 from selfplay_core.sandbox.pool import Job, JobOutcome, WorkerPool
-from selfplay_core.sandbox.worker import _plain
+from selfplay_core.values import to_json_obj
 
 _ERROR_VERDICT = {"MemoryError": Verdict.memory_limit}
 _END_VERDICT = {
@@ -39,7 +39,7 @@ def _inputs_json(problem: Problem) -> str:
     if cached is None:
         if problem.kind == "call":
             cached = "[" + ",".join(
-                json.dumps(_plain(list(t.args or [])), separators=(",", ":")) for t in problem.tests
+                json.dumps(to_json_obj(list(t.args or [])), separators=(",", ":")) for t in problem.tests
             ) + "]"
         else:
             cached = json.dumps([t.stdin or "" for t in problem.tests])
