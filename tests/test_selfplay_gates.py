@@ -167,3 +167,138 @@ def test_the_run_fails_past_the_harness_error_share():
     # a couple of errors in a small iteration are excluded and counted, not fatal
     driver._harness_errors(cfg, {"jobs": 10, "harness_errors": 2}, {"jobs": 0, "harness_errors": 0},
                            IterationLog(), 3)
+
+
+# ---- classes 5 and 7 through one whole GASP iteration ----------------------------------------
+
+class Faults(HarnessFaults):
+    """HarnessFaults, and reference checks of the listed problem ids come back as harness errors
+    too (fault injection, as above)."""
+
+    def __init__(self, executor, fail_ids, fail_references):
+        super().__init__(executor, fail_ids)
+        self.fail_references = set(fail_references)
+
+    def check_references(self, items, **kw):
+        from selfplay_core.sandbox.executor import ReferenceCheck
+        out = self.executor.check_references(items, **kw)
+        return [ReferenceCheck(None, "harness_error", "injected") if p.id in self.fail_references
+                else c for (p, _), c in zip(items, out)]
+
+
+class Scripted:
+    """An engine that answers teacher prompts from a queue (one list of proposals per call) and
+    student prompts by the task's question (one list of programs, one per sample)."""
+
+    def __init__(self, teacher_calls, student):
+        self.teacher_calls, self.student = list(teacher_calls), student
+
+    def generate(self, prompts, n, sampling):
+        from selfplay_core.roles.teacher import END_HEADER
+        if END_HEADER in sampling.stop:   # the teacher's stop strings
+            texts = self.teacher_calls.pop(0)
+            assert len(prompts) == 1 and len(texts) == n
+            return [completions_text(texts)]
+        out = []
+        for p in prompts:
+            codes = next(v for q, v in self.student.items() if q in p)
+            assert len(codes) == n
+            out.append(completions(codes))
+        return out
+
+
+def completions_text(texts):
+    return [Completion(t, token_ids=[1, 2], logprobs=[-0.1, -0.2], prompt_token_ids=[0]) for t in texts]
+
+
+class RecordingLearner:
+    """Stands in for the learner (not under test): keeps what an update would train on."""
+
+    unwrapped = None
+
+    def __init__(self):
+        self.seen = []
+
+    def step(self, rollouts):
+        self.seen.append(list(rollouts))
+        return {}
+
+
+def body(code):
+    return "\n".join(code.splitlines()[1:]) + "\n"   # the student writes the function's body
+
+
+def test_one_gasp_iteration_with_harness_faults_and_sneaky_references(executor):
+    from selfplay_core.methods.gasp import GASP
+    from selfplay_core.rewards import r_lift
+
+    cfg = load_config(None, ["teacher.min_inputs=4", "method.goalposts_per_iteration=1",
+                             "method.proposals_per_anchor=3", "student.samples_per_task=4",
+                             "student.train_band=[0.0, 1.0]", "updates_per_iteration=1"])
+    gp = Problem(id="gp", kind="call", entry_point="f", prompt="Add one to x.",
+                 tests=[TestCase(args=[1], expected=2)],
+                 metadata={"reference": "def f(x):\n    return x + 1\n", "signature": "def f(x):"})
+    triple, double, negate = ("def f(x):\n    return 3 * x\n", "def f(x):\n    return 2 * x\n",
+                              "def f(x):\n    return -x\n")
+    lemmas = [teacher_completion("Triple the number x.", triple, [1, 2, 3, 4, 5]),
+              teacher_completion("Double the number x.", double, [1, 2, 3, 4, 5]),
+              teacher_completion("Negate the number x.", negate, [1, 2, 3, 4, 5])]
+    square = "def f(x):\n    return x * x\n"
+    lifts = [teacher_completion("Square the number x.", square, [1, 2, 3, 4, 5]),
+             # class 5: a module outside the allow-list reached at run time, no import statement
+             teacher_completion("Cube x, quietly.",
+                                "def f(x):\n    b = __builtins__ if isinstance(__builtins__, dict) "
+                                "else vars(__builtins__)\n    return x ** 3 + "
+                                "len(b['__import__']('subprocess').__name__) * 0\n", [1, 2, 3, 4, 5]),
+             # class 5: deterministic within one process, not across two (hash seeds differ)
+             teacher_completion("Mix x.", "def f(x):\n    return x + hash(str(x)) % 5\n",
+                                [1, 2, 3, 4, 5])]
+    wrong = "def f(x):\n    return x\n"
+    engine = Scripted([lemmas, lifts], {
+        "Triple the number x.": [body(triple), body(wrong), body(triple), body(wrong)],
+        "Double the number x.": [body(double)] * 4,
+        "Square the number x.": [body(square), body(wrong), body(wrong), body(wrong)]})
+    learner = RecordingLearner()
+    ctx = RunContext(cfg, engine=engine, learner=learner, goalposts=[gp])
+    # Proposal ids are it0/<kind>/<n> in proposal order: lemmas 1-3, lifts 4-6.
+    ex = Faults(executor, fail_ids={("it0/lemma/1", 0), ("it0/lemma/1", 1),      # a right, a wrong
+                                    *(("it0/lemma/2", j) for j in range(4))},    # all of double's
+                fail_references={"it0/lemma/3"})                                 # negate's check
+    ctx.executor = ex
+    log = IterationLog()
+    method, made = GASP(cfg.method), []
+    hook = method.rollouts
+    method.rollouts = lambda *a: made.append(hook(*a)) or made[-1]   # what the update stage got
+    done, student = method.run_iteration(ctx, log, lambda name, fn, *a: fn(*a))
+    by_id = {p.id: p for p in done}
+    tri, dbl, neg = by_id["it0/lemma/1"], by_id["it0/lemma/2"], by_id["it0/lemma/3"]
+    sq, cube, mix = by_id["it0/lift/4"], by_id["it0/lift/5"], by_id["it0/lift/6"]
+
+    # triple: p over the two judged samples (one right, one wrong), not 1/4
+    assert (tri.solve.n, tri.solve.c, tri.pass_rate) == (2, 1, 0.5)
+    assert tri.reward == r_lemma(0.5, band=cfg.method.lemma_band, out_of_band=cfg.method.out_of_band)
+    # double: no sample judged, so no p: out of the task set, no reward, not buffered
+    assert (dbl.rejection, dbl.reward, dbl.solve) == ("harness_error", None, None)
+    # negate: its reference check failed in the sandbox, which is not the teacher's doing
+    assert (neg.rejection, neg.reward) == ("harness_error", None)
+    assert log.metrics["rejections/lemma/harness_error"] == 1
+    # the lift round: anchored on triple (the one accepted lemma); the sneaky ones are rejected
+    assert [p.anchor.id for p in (sq, cube, mix)] == ["it0/lemma/1"] * 3
+    assert (cube.rejection, mix.rejection) == ("banned_import", "nondeterministic")
+    assert cube.reward == mix.reward == cfg.teacher.invalid_penalty
+    assert log.metrics["rejections/lift/banned_import"] == 1
+    assert log.metrics["rejections/lift/nondeterministic"] == 1
+    assert (sq.pass_rate, sq.reward) == (0.25, r_lift(0.25, band=cfg.method.lift_band,
+                                                      out_of_band=cfg.method.out_of_band))
+    # the buffer holds the judged, accepted tasks only
+    assert sorted(b.id for b in ctx.buffers) == ["it0/lemma/1", "it0/lift/4"]
+    # the update's rollouts: one per judged proposal (role teacher), one per judged sample
+    # (role student: 2 of triple's, 4 of square's); nothing of double or negate
+    (seen,) = made
+    assert learner.seen and all(r in seen for r in learner.seen[0])
+    teacher_groups = sorted(r.meta["group"] for r in seen if r.role == "teacher")
+    assert teacher_groups == sorted(["it0/lemma/1", "it0/lift/4", "it0/lift/5", "it0/lift/6"])
+    student_groups = [r.meta["group"] for r in seen if r.role == "student"]
+    assert sorted(student_groups) == ["it0/lemma/1"] * 2 + ["it0/lift/4"] * 4
+    assert [r.meta["passed"] for r in seen if r.meta["group"] == "it0/lemma/1"
+            and r.role == "student"] == [True, False]

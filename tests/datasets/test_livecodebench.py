@@ -363,3 +363,23 @@ def test_private_tests_make_a_problem_a_training_task_again(tmp_path):
     bench = load_lcb(path, window="all")
     with_private = [p for p in bench.problems if p.metadata["n_private"] > 0]
     assert with_private and not any(every_test_shown(p) for p in with_private)
+
+
+def test_the_real_data_world_trains_on_no_problem_whose_tests_are_all_shown(caplog):
+    import logging
+
+    from selfplay_core.config import load_config
+    from selfplay_core.loop.worlds import RealWorld
+
+    cfg = load_config(None, ["world.name=lcb", "world.eval_sets=[lcb]", "method=gasp+rlvr",
+                             "student.real_tasks_per_iteration=1"])
+    with caplog.at_level(logging.WARNING, logger="selfplay_core.loop.worlds"):
+        world = RealWorld(cfg)
+    shown = [p for p in world.train if every_test_shown(p)]
+    assert shown, "the shared data has public tests only: most problems show every test"
+    assert {p.id for p in world.real_tasks} == {p.id for p in world.train} - {p.id for p in shown}
+    # counted and reported at start-up
+    assert world.dropped["real_tasks"] == {"every_test_shown_in_the_statement": len(shown)}
+    assert f"({len(shown)} with every test in the statement left out)" in world.splits()["real_tasks"].version
+    assert any(f"{len(shown)} of {len(world.train)} training problems are not used" in r.getMessage()
+               for r in caplog.records)
