@@ -43,11 +43,14 @@ each entry says what stops the class, at its root):
    broken clock (NaN or an error on every read), on the proposed inputs plus any extra probes;
    both under an import allow-list enforced in the child (the program's `__import__`, audit
    hooks on imports, files, processes, sockets, ctypes) and a seccomp profile that also refuses
-   files, processes, sockets, randomness and pids. Any difference is `nondeterministic`.
+   files, processes, sockets, randomness and pids. Any difference is `nondeterministic`. The
+   loop's rounds validate through it (`stages.check_references`), each rejection counted.
 6. Training tasks whose tests the student has seen (`datasets/livecodebench.every_test_shown`):
    a problem whose every test is a sample block of its statement is never an RL training task.
 7. Harness errors: retried (`harness_retries`), counted (`Executor.stats`), reported as
-   `harness_error` and never scored; callers exclude them from pass rates.
+   `harness_error` and never scored; callers exclude them from pass rates (the loop's one
+   solve path, `solve.SolveResult.excluded`: no pass rate, reward or rollout rests on one, and
+   a run fails past `sandbox.max_harness_error_share`; the evaluation runner likewise).
 8. Limits under load (`datasets/limits.py`): one rule, max(1 s, 4 x the canonical solution's
    slowest test) in CPU seconds; expected-output caches hold only complete rows, and a canonical
    run that fails is retried, then an error.

@@ -65,6 +65,10 @@ VALUES = [
     (frozenset({1}), {1}, 0, False),
     ({frozenset({1, 2}): [1.0000000001]}, {frozenset({2, 1}): [1.0]}, 0, True),
     ({float("nan")}, {float("nan")}, 0, True),
+    ({1.0}, {1}, 0, False),                 # set elements and keys compare by type, not value
+    ([1.0], [1], 0, True),                  # ... a list element is a value like any other
+    (float(2**60), 2**60 + 1, 0, False),    # the nearest float of an int is not that int
+    (-0.0, 0, 0, True),
 ]
 
 
@@ -135,6 +139,10 @@ STDOUT = [
     (" 7 ", "7", True),
     ("1" * 5000, "1" * 5000, True),         # long integers compare as digit strings
     ("1" * 4999 + "2", "1" * 5000, False),
+    ("1e3", "1000", False),                 # an integer expected: exponent notation is no integer
+    ("1000.", "1000", False),
+    ("9" * 30, "1" + "0" * 30, False),      # big integers exact, not through float
+    ("1e-7", "0.0", True),                  # a float expected: tolerance
 ]
 
 
