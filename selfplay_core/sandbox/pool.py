@@ -20,8 +20,11 @@ from selfplay_core.sandbox.backends import Launcher, WorkerProcess
 
 log = logging.getLogger(__name__)
 
-# Time granted on top of a job's own deadline before the parent declares the worker stuck.
-_PARENT_GRACE_S = 10.0
+# A worker with a job that has said nothing for this long is stuck (it sends a keepalive at
+# least every worker._KEEPALIVE_S). Silence, not the job's deadline: the worker stretches
+# deadlines by the time its child waited for a CPU, which only it can see, so on a loaded
+# machine a healthy worker can run past the deadline the parent knows.
+_SILENCE_S = 30.0
 
 
 @dataclass
@@ -99,6 +102,7 @@ class _Slot:
         # ahead, so the worker starts its next job without waiting for a round trip to us.
         self.queue: deque[int] = deque()
         self.started = 0.0        # when the running job started (as far as we can tell)
+        self.heard = 0.0          # when the worker last sent anything (or its job started)
         self.aborted: set[int] = set()
         self.restart = False      # the worker said it will exit after its job: replace it
 
@@ -212,7 +216,7 @@ class WorkerPool:
             source.popleft()
             by_id[jid] = idx
             if not slot.queue:
-                slot.started = time.monotonic()
+                slot.started = slot.heard = time.monotonic()
             slot.queue.append(jid)
             for attempt in (0, 1):
                 try:
@@ -228,7 +232,7 @@ class WorkerPool:
                     slot.queue.clear()
                     replace(slot)
                     slot.queue.append(jid)
-                    slot.started = time.monotonic()
+                    slot.started = slot.heard = time.monotonic()
             return True
 
         def dispatch(slot: _Slot) -> None:
@@ -254,7 +258,7 @@ class WorkerPool:
             slot.aborted.discard(jid)
             if jid in slot.queue:
                 slot.queue.remove(jid)
-            slot.started = now
+            slot.started = slot.heard = now
             if on_done:
                 on_done(idx, out)
 
@@ -273,12 +277,12 @@ class WorkerPool:
                 timeout = 1.0
                 for slot in self._slots:
                     if slot.queue:
-                        limit = jobs[by_id[slot.queue[0]]].deadline + _PARENT_GRACE_S
-                        timeout = max(0.0, min(timeout, slot.started + limit - now))
+                        timeout = max(0.0, min(timeout, slot.heard + _SILENCE_S - now))
                 events = sel.select(timeout)
                 for key, _ in events:
                     slot: _Slot = key.data
                     chunk = slot.proc.read_chunk()
+                    slot.heard = time.monotonic()
                     if not chunk:
                         lost(slot, "sandbox worker exited unexpectedly")
                         dispatch(slot)
@@ -294,11 +298,9 @@ class WorkerPool:
                     dispatch(slot)
                 now = time.monotonic()
                 for slot in self._slots:
-                    if slot.queue:
-                        limit = jobs[by_id[slot.queue[0]]].deadline + _PARENT_GRACE_S
-                        if now - slot.started > limit:
-                            lost(slot, "sandbox worker stopped answering; restarted")
-                            dispatch(slot)
+                    if slot.queue and now - slot.heard > _SILENCE_S:
+                        lost(slot, "sandbox worker stopped answering; restarted")
+                        dispatch(slot)
         finally:
             sel.close()
         return outcomes
@@ -326,6 +328,8 @@ class WorkerPool:
                     slot.proc.send(b'{"op":"abort","id":%d}\n' % jid)
                 except OSError:
                     pass
+        elif kind == b"K":
+            return  # alive (every byte from the worker already counted as such)
         elif kind == b"E":
             try:
                 end = json.loads(payload)

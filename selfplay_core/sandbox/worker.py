@@ -22,7 +22,10 @@ worker -> parent   ``READY <json>`` once; then per job ``R <id> <test> <seconds>
                    the time are the worker's own (its clock, its count); the payload is one of
                    ``O <tagged json>`` (a call result, decoded strictly by the parent),
                    ``E <json {"e", "m"}>`` (an exception), ``U <json {"m"}>`` (unserializable
-                   result), ``S <json string>`` (a stdin program's stdout).
+                   result), ``S <json string>`` (a stdin program's stdout); and
+                   ``K <id>`` at least every `_KEEPALIVE_S` while a job's child runs (the
+                   worker is alive: its deadlines stretch with time spent waiting for a CPU,
+                   which the parent cannot see, so the parent watches for silence instead).
 
 Child -> worker (the result pipe; untrusted once the program runs): one ASCII line per message.
 
@@ -63,6 +66,7 @@ _PRELOAD = (
 _ESSENTIAL = "time signal resource select struct ctypes hashlib marshal platform".split()
 
 _START_S = 10.0          # fork -> "S": trusted set-up; longer means the machine is stuck
+_KEEPALIVE_S = 2.0       # "K <id>" to the parent at least this often while a job runs
 _LINE_MAX = 4096         # any child line other than "O"
 _NAME_MAX = 100
 _TEXT_MAX = 300
@@ -645,6 +649,7 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
         return cpu_now[0]
 
     started = time.monotonic()
+    alive = started  # when the parent last heard of this job (see _KEEPALIVE_S)
     grace = None  # the window that already had its one look into the pipe after its limit
     buf, pending = [], 0
     exited, eof = None, False
@@ -693,7 +698,10 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                 fds.append(r)
             if pfd >= 0 and exited is None:
                 fds.append(pfd)
-            ready, _, _ = select.select(fds, [], [], max(0.0, wait))
+            ready, _, _ = select.select(fds, [], [], max(0.0, min(wait, _KEEPALIVE_S)))
+            if time.monotonic() - alive >= _KEEPALIVE_S:
+                _send(b"K %d" % job_id)
+                alive = time.monotonic()
             if 0 in ready and _poll_abort(job_id, 0.0):
                 end = {"status": "aborted"}
                 break

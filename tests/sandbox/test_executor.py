@@ -185,6 +185,55 @@ def test_a_harness_error_is_retried_and_counted():
         assert ex.stats == {"jobs": 1, "harness_errors": 0, "harness_retries": 1}
 
 
+def _freeze_tree(root):
+    """SIGSTOP `root` and every process below it (bubblewrap, the worker, its child)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except OSError:
+            pass
+        todo += children.get(pid, [])
+
+
+def test_a_worker_that_falls_silent_is_a_harness_error(monkeypatch):
+    # A real fault: the worker is frozen (SIGSTOP) mid-job. The parent hears nothing, not even
+    # its keepalives, and gives up on it after the silence allowed.
+    from selfplay_core.sandbox import pool
+    monkeypatch.setattr(pool, "_SILENCE_S", 5.0)
+    with Executor(SandboxConfig(workers=1, harness_retries=0)) as ex:
+        ex.pool.start()
+        victim = ex.pool._slots[0].proc.popen.pid
+        import threading
+        threading.Timer(0.5, _freeze_tree, (victim,)).start()
+        v = verdict_of(ex, call_problem(time_limit_s=5.0), SLOW)
+        assert v.verdict is Verdict.harness_error and "stopped answering" in (v.detail or ""), v.to_json()
+        assert verdict_of(ex, call_problem(), DOUBLE).passed
+
+
+def test_a_long_healthy_job_is_not_taken_for_a_silent_worker(monkeypatch):
+    # The worker stretches its deadlines by time its child waited for a CPU (a loaded machine),
+    # which the parent cannot see; the parent must not give up on a job that runs longer than
+    # it expected while the worker keeps saying it is alive. Here: silence allowed 5 s, a job
+    # that sleeps 8 s within its limits.
+    from selfplay_core.sandbox import pool
+    monkeypatch.setattr(pool, "_SILENCE_S", 5.0)
+    with Executor(SandboxConfig(workers=1, harness_retries=0)) as ex:
+        sleepy = "import time\ndef f(x):\n    time.sleep(8)\n    return 2 * x\n"
+        v = verdict_of(ex, call_problem(tests=((1, 2),), time_limit_s=5.0), sleepy)
+        assert v.passed, v.to_json()
+
+
 def test_require_isolation_refuses_to_run_without_it(monkeypatch):
     with pytest.raises(SandboxUnavailable, match="cannot isolate"):
         Executor(SandboxConfig(isolation="none", require_isolation=True))
