@@ -141,25 +141,27 @@ def folder_documents(path: str | Path, pattern: str = "**/*.py") -> list[Documen
 def hub_documents(path: str, *, name: str | None = None, split: str = "train",
                   column: str = "content", max_rows: int | None = None) -> list[Document]:
     """A dataset of code files via `datasets.load_dataset(path, name, split=split)`: a hub id,
-    or a local folder or file of json/jsonl/parquet/csv rows. `column` holds each file's text."""
+    or a local folder or file of json/jsonl/parquet/csv rows. `column` holds each file's text.
+    With `max_rows` the dataset is streamed, so only those rows are downloaded and read."""
     import datasets
 
     local = Path(path)
+    kw = {"split": split, "streaming": max_rows is not None}
     if local.is_file():
         kind = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}.get(local.suffix)
         if kind is None:
             raise InputError(f"method.corpus.path {path}: a data file must be .jsonl, .json, "
                              ".parquet or .csv")
-        ds = datasets.load_dataset(kind, data_files=str(local), split=split)
+        ds = datasets.load_dataset(kind, data_files=str(local), **kw)
     else:
-        ds = datasets.load_dataset(path, name, split=split)
-    if column not in ds.column_names:
-        raise InputError(f"method.corpus.column {column!r}: the dataset {path} has columns "
-                         f"{ds.column_names}")
+        ds = datasets.load_dataset(path, name, **kw)
     docs = []
     for i, row in enumerate(ds):
         if max_rows is not None and i >= max_rows:
             break
+        if column not in row:
+            raise InputError(f"method.corpus.column {column!r}: the dataset {path} has columns "
+                             f"{sorted(row)}")
         text = row[column]
         if isinstance(text, str):
             docs += documents_from_source(text, f"{Path(path).name}[{i}]")
