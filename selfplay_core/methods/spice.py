@@ -138,8 +138,7 @@ class DocumentRound(Round):
         budget = ctx.config.engine.max_new_tokens_teacher
         plan = [(d, role.challenger_prompt(d, self.config.prompt, t.min_inputs)) for d in self.docs.values()]
         fitting = [(d, q) for d, q in plan if fits(ctx.engine, q, budget)]
-        if len(fitting) < len(plan):
-            ctx.state.method_state.setdefault(KIND, {})["too_long"] = len(plan) - len(fitting)
+        self.too_long = len(plan) - len(fitting)   # logged by validate
         if not fitting:
             return []
         docs, prompts = [d for d, _ in fitting], [q for _, q in fitting]
@@ -191,6 +190,8 @@ class DocumentRound(Round):
             prob.metadata["dedupe_text"] = text
             p.problem = prob
         S.log_acceptance(log, KIND, proposals, reasons)
+        if getattr(self, "too_long", 0):
+            log.add(**{f"rejections/{KIND}/document_too_long": self.too_long})
 
     def estimate(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
         S.estimate_pass_rates(ctx, proposals)

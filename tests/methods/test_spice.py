@@ -144,3 +144,21 @@ def test_the_document_gate_runs_the_documents_function(executor):
     assert good.problem.metadata["signature"] == "def f(x):" and good.problem.prompt == "Triple each."
     assert typed.rejection == "reference_error" and short.rejection == "parse_too_few_inputs"
     assert log.metrics["teacher/spice/accepted"] == 1
+
+
+def test_a_code_file_document_is_called_by_its_own_name_with_all_its_arguments(executor):
+    from selfplay_core.datasets.documents import documents_from_source
+
+    src = ('from collections import Counter\n\n\ndef top(xs, k):\n    """The k most common values."""\n'
+           '    return [v for v, _ in Counter(xs).most_common(k)]\n')
+    (doc,) = documents_from_source(src, "m.py")
+    cfg = load_config(None, ["method=spice", "teacher.min_inputs=2", "method.prompt=document"])
+    ctx = RunContext(cfg, executor=executor)
+    p = Proposal("spice", Anchor(doc.id, doc.description, doc.source), "", "document",
+                 role.challenger_prompt(doc, "document"),
+                 Completion("Most common values.\n### Inputs\n([3, 3, 1], 1)\n([2, 1, 1, 2, 2], 2)\n### End"),
+                 id="p1")
+    DocumentRound([doc], cfg.method).validate(ctx, [p], IterationLog())
+    assert [tc.expected for tc in p.problem.tests] == [[3], [2, 1]]
+    assert p.problem.entry_point == "top" and p.problem.metadata["signature"] == "def top(xs, k):"
+    assert "### Document" in p.prompt and "`def top(xs, k):`" in p.prompt
