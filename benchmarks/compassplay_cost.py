@@ -45,7 +45,7 @@ def spearman(a, b) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tasks", type=int, default=16)
+    ap.add_argument("--tasks", type=int, default=24)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
@@ -85,8 +85,11 @@ def main() -> None:
     total = sum(p.numel() for p in model.parameters())
     subsets = {f"last {k}": last_layer_params(model, k) for k in (1, 2)}
     subsets["all"] = [p for p in model.parameters()]
-    rolls = [rollouts(r) for r in res]
-    ref = rolls[0]  # any fixed direction to score against: the first task's gradient
+    # Only eligible tasks (0 < p < 1) are scored, as in the method; the others' gradient is 0.
+    rolls = [rollouts(r) for r in res if 0 < r.c < r.n]
+    if len(rolls) < 3:
+        sys.exit(f"only {len(rolls)} of {len(res)} tasks have 0 < p < 1: use more --tasks")
+    ref = rolls[0]  # a fixed direction to score the others against: the first eligible task's
     grads, times = {}, {}
     for name, params in subsets.items():
         t0 = time.perf_counter()
@@ -95,7 +98,8 @@ def main() -> None:
         times[name] = (time.perf_counter() - t0) / (args.repeats * len(rolls))
         g_ref = learner.policy_gradient(ref, params)
         grads[name] = [cosine(g, g_ref) for g in gs[1:]]
-    print(f"toy model: {layers} blocks, {total} parameters; {args.tasks} tasks x n={args.n}")
+    print(f"toy model: {layers} blocks, {total} parameters; {args.tasks} tasks x n={args.n}, "
+          f"{len(rolls)} eligible (timed), cosines of {len(rolls) - 1} against the first")
     print(f"solve-and-verify per task: 1.00 (reference, {solve_s * 1000:.0f} ms here)")
     for name, params in subsets.items():
         share = sum(p.numel() for p in params) / total

@@ -93,8 +93,9 @@ class Judge:
             outs = self.engine.generate([role.rubric_prompt(d) for d in todo], 1,
                                         self._greedy(c.max_new_tokens_rubric))
             for d, comps in zip(todo, outs):
-                self.rubrics[d.id] = role.clean_answer(comps[0].text) or d.description
-        return {d.id: self.rubrics.get(d.id, d.description) for d in docs}
+                self.rubrics[d.id] = role.clean_answer(comps[0].text)
+        # An empty rubric (or a document too long for the judge) grades against the docstring.
+        return {d.id: self.rubrics.get(d.id) or d.description for d in docs}
 
     def grade(self, items: list[tuple[str, str, str]]) -> list[bool | None]:
         """(rubric, task, answer) -> pass / fail / None (grade unreadable, or too long to ask)."""
