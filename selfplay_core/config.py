@@ -309,6 +309,16 @@ class RunConfig(_Frozen):
         if self.method == "gasp+rlvr" and self.student.real_tasks_per_iteration == 0:
             raise ValueError("method gasp+rlvr mixes real tasks in: set "
                              "student.real_tasks_per_iteration > 0")
+        gpu = self.gpu
+        if gpu is not None and gpu.engine == "vllm" and self.engine.vllm_url:
+            n = len(self.engine.vllm_urls)
+            if gpu.vllm_placement == "colocated" and n > 1:
+                raise ValueError("a colocated vLLM server shares the learner's GPU: give one "
+                                 f"engine.vllm_url, not {n}")
+            if gpu.launch_server and n != gpu.server_replicas:
+                raise ValueError(f"the GPU plan launches {gpu.server_replicas} vLLM server(s) "
+                                 "(rollout_gpus / tensor_parallel_size): list as many URLs in "
+                                 f"engine.vllm_url, got {n}")
         if self.gpu is not None and self.gpu.server_url and self.engine.vllm_url \
                 and self.gpu.server_url.rstrip("/") not in [u.rstrip("/") for u in self.engine.vllm_urls]:
             raise ValueError(f"gpu.server_url ({self.gpu.server_url}) and engine.vllm_url "

@@ -454,6 +454,25 @@ class NcclSync(WeightTransport):
                 pass  # closing is best effort; the server drops the group when we exit
 
 
+def choose_transport(want: str, *, placement: str = "server", peft: bool = False,
+                     cuda: bool = False, trl_vllm: bool = False) -> tuple[str, str]:
+    """The transport a run uses and why (what `--dry-run` and the plan print). `want` is
+    gpu.weight_sync; `auto` takes, in order: ipc for a server colocated on the learner's GPU,
+    nccl where TRL's client can run (trl + vllm import here, CUDA), lora for a LoRA learner,
+    else filesystem."""
+    if want != "auto":
+        return want, "set by gpu.weight_sync"
+    if placement == "colocated" and cuda:
+        return "ipc", ("the server shares the learner's GPU: CUDA IPC handles of the learner's "
+                       "own tensors, no copy (vLLM >= 0.31)")
+    if trl_vllm and cuda:
+        return "nccl", "trl and vllm import in the learner and CUDA is up: NCCL broadcast"
+    if peft:
+        return "lora", "a LoRA learner: the adapter is saved and loaded in place"
+    why = ("trl + vllm do not import in the learner (the Prefect venv)" if cuda else "no CUDA")
+    return "filesystem", f"{why}: a checkpoint into the served folder, then reload_weights"
+
+
 TRANSPORTS: dict[str, type[WeightTransport]] = {
     cls.name: cls for cls in (NoSync, FilesystemSync, LoraSync, CudaIpcSync, NcclSync)}
 

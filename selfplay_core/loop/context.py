@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+from contextlib import contextmanager
 from pathlib import Path
 
 from selfplay_core.buffers import TaskBuffer
@@ -173,12 +174,27 @@ class RunContext:
         model = self.learner.unwrapped
         if self._vllm is not None:
             return self._vllm.push(model, self.tokenizer)
-        if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):  # LoRA: merged tensors under the base model's names
-            from selfplay_core.engines.vllm import iter_sync_tensors
-            self.engine.load_weights({n: t for n, t in iter_sync_tensors(model)})
+        from selfplay_core.engines.weight_sync import is_peft, merged_tensors
+
+        if is_peft(model):  # the merged tensors under the base names, copied while still merged
+            with merged_tensors(model) as pairs:
+                self.engine.load_weights(dict(pairs))
         else:
             self.engine.load_weights(model.state_dict())
         return {}
+
+    @contextmanager
+    def policy_update(self):
+        """Around one iteration's learner steps: afterwards the engine has the new weights (a
+        colocated vLLM server also sleeps through the steps). Yields a dict that receives the
+        push's metrics."""
+        if self._vllm is not None:
+            with self._vllm.around_update(self.learner.unwrapped, self.tokenizer) as box:
+                yield box
+            return
+        box: dict = {}
+        yield box
+        box.update(self.push_weights())
 
     def close(self) -> None:
         if getattr(self, "_own_executor", False):

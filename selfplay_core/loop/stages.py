@@ -495,9 +495,9 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
     if not signal:
         return {}
     t0 = time.perf_counter()
-    for _ in range(ctx.config.updates_per_iteration):
-        metrics = ctx.learner.step(signal)
-    metrics.update(ctx.push_weights())
+    with ctx.policy_update() as pushed:  # PPO epochs; mismatch metrics from the first
+        metrics = ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration)
+    metrics.update(pushed)
     metrics["time/update_s"] = time.perf_counter() - t0
     log.add(**metrics)
     return metrics

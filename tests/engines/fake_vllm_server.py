@@ -157,7 +157,10 @@ class FakeVLLM:
             def do_POST(self):
                 self._handle("POST")
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # uvicorn's backlog is 2048; Python's default 5 resets bursts
+
+        self.server = Server((host, port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = f"http://{host}:{self.port}"
