@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 
 def register(sub) -> None:
@@ -32,6 +33,10 @@ def register(sub) -> None:
                    help="which vLLM build the venv has (default: read from its installed packages)")
     p.add_argument("--cpu-kvcache-gib", type=float, default=1.0,
                    help="CPU build: GiB of KV cache (VLLM_CPU_KVCACHE_SPACE)")
+    p.add_argument("--served-copy", metavar="DIR",
+                   help="write a copy of MODEL into DIR (untied embeddings: vLLM's in-place "
+                   "reload keeps a tied output layer stale) and serve DIR; give DIR to the run "
+                   "as engine.served_model_dir")
     p.add_argument("--max-lora-rank", type=int, default=16)
     p.add_argument("--enable-sleep-mode", action="store_true",
                    help="colocated placement: let the learner put vLLM to sleep between rounds")
@@ -61,8 +66,18 @@ def run(args) -> int:
     except EngineError as e:
         raise CLIError(str(e)) from None
     dtype = args.dtype or ("float32" if build == "cpu" else "bfloat16")
+    model = args.model
+    if args.served_copy and not args.print_command:
+        from selfplay_core.engines.weight_sync import write_served_copy
+
+        if not (Path(args.model) / "config.json").is_file():
+            raise CLIError(f"--served-copy: {args.model} is not a local Hugging Face folder")
+        model = str(write_served_copy(args.model, args.served_copy))
+        print(f"served copy of {args.model} written to {model}", flush=True)
+    elif args.served_copy:
+        model = args.served_copy
     try:
-        opts = ServeOptions(model=args.model, venv=args.venv, host=args.host, port=args.port,
+        opts = ServeOptions(model=model, venv=args.venv, host=args.host, port=args.port,
                             gpus=args.gpus, tensor_parallel_size=args.tensor_parallel_size,
                             gpu_memory_utilization=args.gpu_memory_utilization,
                             max_model_len=args.max_model_len, dtype=dtype, build=build,

@@ -38,7 +38,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from selfplay_core.engines.errors import EngineError, EngineTimeout
-from selfplay_core.engines.weight_sync import TRANSPORTS
+from selfplay_core.engines.weight_sync import TRANSPORTS, served_folder_problem
 
 VENV_ENV = "SELFPLAY_VLLM_VENV"
 ENTRY_POINT = "vllm.entrypoints.openai.api_server"
@@ -108,6 +108,10 @@ def build_command(opts: ServeOptions) -> tuple[list[str], dict[str, str]]:
     if opts.weight_sync == "filesystem" and not Path(opts.model).is_dir():
         raise VLLMLaunchError(f"weight_sync 'filesystem' reloads weights from the served folder, "
                               f"so the model must be a local directory, got {opts.model!r}")
+    if opts.weight_sync in ("filesystem", "ipc", "nccl") and Path(opts.model).is_dir():
+        problem = served_folder_problem(opts.model)
+        if problem:
+            raise VLLMLaunchError(problem)
     py = venv_python(opts.venv)
     build = venv_build(opts.venv) if opts.build == "auto" else opts.build
     cpu = build == "cpu"

@@ -30,6 +30,14 @@ stay alive until `/finish_weight_update` has returned.
 
 A peft model is merged for the duration of a push (`merged_tensors`) and unmerged after, so the
 server receives W + BA under the base checkpoint's names; nothing is cloned.
+
+Tied embeddings (Qwen2.5 0.5B-3B, the toy model): vLLM's in-place reload (layerwise, 0.31/0.32,
+used by reload_weights and the weight-transfer routes) gives the embedding a new parameter and
+leaves the tied lm_head on the old one, so after a sync the server samples from the new
+embeddings and the old output layer (measured on the CPU build: logprobs off by up to 4 nats).
+Served folders are therefore written untied (`tie_word_embeddings: false`, an explicit
+`lm_head.weight` equal to the embedding) and the transports send `lm_head.weight` too; a
+server started on a tied folder is refused (`served_folder_problem`).
 """
 
 from __future__ import annotations
@@ -116,17 +124,26 @@ def _check_unsharded(name, p) -> None:
 
 
 def _named_tensors(model) -> Iterator[tuple[str, Any]]:
-    """The tensors under checkpoint names (peft: base names; call with the adapter merged)."""
-    if not is_peft(model):
-        for name, p in model.named_parameters():
-            _check_unsharded(name, p)
-            yield name, p.data
-        return
-    for name, p in model.get_base_model().named_parameters():
+    """The tensors under checkpoint names (peft: base names; call with the adapter merged),
+    plus the output embedding of a tied model under its own name (see the module docstring)."""
+    base = model.get_base_model() if is_peft(model) else model
+    for name, p in base.named_parameters():
         if "lora_" in name or ".original_module." in name:
             continue
         _check_unsharded(name, p)
         yield name.replace(".base_layer.", ".").replace(".modules_to_save.default.", "."), p.data
+    tied = tied_output_name(base)
+    if tied is not None:
+        yield tied, base.get_output_embeddings().weight.data
+
+
+def tied_output_name(model) -> str | None:
+    """The checkpoint name of the output embedding when it is tied to the input one."""
+    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    inp = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if out is None or inp is None or out.weight is not inp.weight:
+        return None
+    return next((f"{n}.weight" for n, m in model.named_modules() if m is out), None)
 
 
 @contextmanager
@@ -174,6 +191,7 @@ def write_checkpoint(model, target: Path, tokenizer=None) -> None:
             model.save_pretrained(str(staging), safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(staging))
+        _untie(staging, model.get_base_model() if is_peft(model) else model)
         new = {f.name for f in staging.iterdir()}
         for f in staging.iterdir():
             os.replace(f, target / f.name)
@@ -182,6 +200,64 @@ def write_checkpoint(model, target: Path, tokenizer=None) -> None:
                 f.unlink()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _untie(folder: Path, model) -> None:
+    """Rewrite a saved tied checkpoint as untied: config `tie_word_embeddings: false` and the
+    output embedding stored under its own name (same values), so that vLLM keeps two parameters
+    and reloads both."""
+    import json
+
+    name = tied_output_name(model)
+    cfg_path = folder / "config.json"
+    if name is None or not cfg_path.is_file():
+        return
+    from safetensors.torch import load_file, save_file
+
+    files = sorted(folder.glob("*.safetensors"))
+    if len(files) != 1:
+        raise WeightSyncError(f"{folder}: untying a tied model saved in {len(files)} shards is not "
+                              "supported (tied models are small: save them in one file)")
+    tensors = load_file(str(files[0]))
+    if name not in tensors:
+        tensors[name] = model.get_output_embeddings().weight.detach().to("cpu").clone().contiguous()
+        save_file(tensors, str(files[0]), metadata={"format": "pt"})
+    cfg = json.loads(cfg_path.read_text())
+    cfg["tie_word_embeddings"] = False
+    for sub in ("text_config",):  # multimodal configs keep the flag there too
+        if isinstance(cfg.get(sub), dict) and "tie_word_embeddings" in cfg[sub]:
+            cfg[sub]["tie_word_embeddings"] = False
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def served_folder_problem(folder: str | Path) -> str | None:
+    """Why a folder cannot be served for in-place weight updates (None: it can)."""
+    import json
+
+    cfg_path = Path(folder) / "config.json"
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (OSError, ValueError):
+        return None  # not ours to judge (a hub id, or written later)
+    if cfg.get("tie_word_embeddings"):
+        return (f"{folder} ties its input and output embeddings; vLLM's in-place weight reload "
+                "would update the embeddings but keep the old output layer. Serve an untied copy "
+                "(`selfplay vllm-serve MODEL --served-copy DIR` writes one and serves it)")
+    return None
+
+
+def write_served_copy(model_dir: str | Path, target: str | Path) -> Path:
+    """A copy of the HF folder `model_dir` for a server to start on (and filesystem sync to
+    rewrite): tokenizer and other files as they are, weights and config rewritten untied."""
+    from transformers import AutoModelForCausalLM
+
+    src, target = Path(model_dir), Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file() and not f.name.endswith(_WEIGHT_SUFFIXES):
+            shutil.copy2(f, target / f.name)
+    write_checkpoint(AutoModelForCausalLM.from_pretrained(str(src), dtype="auto"), target)
+    return target
 
 
 # ---- the transports --------------------------------------------------------------------------------

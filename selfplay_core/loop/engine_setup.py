@@ -40,10 +40,9 @@ class EngineSetupError(EngineError):
 def serve_hint(cfg, mode: str | None = None) -> str:
     url = urlsplit((cfg.engine.vllm_urls or ("http://127.0.0.1:8000",))[0])
     sync = mode if mode and mode != "auto" else "filesystem"
-    model = "SERVED_FOLDER" if sync == "filesystem" else cfg.model.path
-    extra = f" and set engine.served_model_dir=SERVED_FOLDER (a copy of {cfg.model.path})" \
-        if sync == "filesystem" else ""
-    return (f"start it with `selfplay vllm-serve {model} --host {url.hostname} --port "
+    extra = " and set engine.served_model_dir=SERVED_FOLDER" if sync == "filesystem" else ""
+    copy = " --served-copy SERVED_FOLDER" if sync == "filesystem" else ""
+    return (f"start it with `selfplay vllm-serve {cfg.model.path}{copy} --host {url.hostname} --port "
             f"{url.port or 8000} --weight-sync {sync}`{extra}, or set engine.launch_server: true "
             "(gpu.launch_server with a GPU plan) so the run starts it")
 
@@ -131,7 +130,8 @@ class VLLMSetup:
 
     def __init__(self, cfg, policy, tokenizer, run_dir: Path, model_dir: Path, resume: bool):
         from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
-        from selfplay_core.engines.weight_sync import is_peft, write_checkpoint
+        from selfplay_core.engines.weight_sync import (is_peft, served_folder_problem,
+                                                       tied_output_name, write_checkpoint)
 
         self.servers: list = []
         self.colocated = colocated(cfg)
@@ -146,11 +146,17 @@ class VLLMSetup:
                                    "nccl/lora")
         if launches_server(cfg):
             served_model = str(model_dir)
-            if mode == "filesystem":
+            if mode == "filesystem" or tied_output_name(policy) is not None:
+                # The server starts on the current weights, written untied (weight_sync.py:
+                # vLLM's in-place reload would leave a tied output layer stale).
+                served = served or str(run_dir / "served_model")
                 write_checkpoint(policy, Path(served), tokenizer=tokenizer)
                 served_model = served
                 resume = False  # the served folder already holds the current weights
             self.servers = self._launch_all(cfg, served_model, mode, run_dir)
+        elif mode == "filesystem" and served_folder_problem(served):
+            raise EngineSetupError(f"engine.served_model_dir: {served_folder_problem(served)}, "
+                                   "then point engine.served_model_dir at DIR")
         self.engine = VLLMEngine(VLLMEngineConfig(
             base_url=cfg.engine.vllm_urls, weight_sync=mode, served_model_dir=served,
             seed_mode=cfg.engine.seed_mode,

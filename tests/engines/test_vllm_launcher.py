@@ -94,6 +94,27 @@ def test_the_cpu_build_gets_eager_mode_a_kv_cache_size_and_no_gpu_flags(cpu_venv
             build_command(ServeOptions(model=str(model_dir), venv=str(cpu_venv), weight_sync=sync))
 
 
+def test_a_tied_model_folder_is_refused_for_in_place_updates_and_served_copy_unties_it(
+        fake_venv, tmp_path, capsys):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tied = tmp_path / "tied"
+    Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=16, intermediate_size=32,
+                                 num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                 tie_word_embeddings=True)).save_pretrained(tied)
+    with pytest.raises(VLLMLaunchError, match="ties its input and output embeddings.*--served-copy"):
+        build_command(ServeOptions(model=str(tied), venv=str(fake_venv), weight_sync="filesystem"))
+    build_command(ServeOptions(model=str(tied), venv=str(fake_venv), weight_sync="none"))  # frozen: fine
+    copy = tmp_path / "copy"
+    assert main(["vllm-serve", str(tied), "--served-copy", str(copy), "--venv", str(fake_venv),
+                 "--port", str(free_port()), "--detach", "--wait-timeout", "60",
+                 "--log", str(tmp_path / "s.log")]) == 0
+    out = capsys.readouterr().out
+    pid = int(out.split("(pid ")[1].split(",")[0])
+    os.killpg(pid, 15)  # the server this test started
+    assert json.loads((copy / "config.json").read_text())["tie_word_embeddings"] is False
+
+
 def test_a_venv_without_vllm_is_a_clear_error(tmp_path, model_dir):
     venv = make_fake_venv(tmp_path / "empty-venv", dist=None)
     with pytest.raises(VLLMLaunchError, match="has no vllm installed.*make vllm-venv"):

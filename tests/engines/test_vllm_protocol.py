@@ -8,6 +8,7 @@ tested here only: CUDA IPC and NCCL weight transfers, and the GPU build's per-pr
 
 import socket
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -257,6 +258,33 @@ def test_filesystem_sync_writes_a_hf_folder_then_asks_the_server_to_reload(fake_
     assert len(fake_vllm.reloads) == 2
 
 
+def test_served_folders_are_written_untied_with_the_same_function(fake_vllm, tiny_model):
+    """vLLM's in-place reload gives a tied embedding a new parameter and leaves lm_head on the old
+    one (measured on vLLM's CPU build: test_vllm_real.py would fail): served folders are untied."""
+    import json
+
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from selfplay_core.engines.weight_sync import served_folder_problem
+
+    assert tiny_model.lm_head.weight is tiny_model.model.embed_tokens.weight
+    engine_for(fake_vllm, weight_sync="filesystem",
+               served_model_dir=fake_vllm.served_dir).sync_weights(tiny_model)
+    folder = fake_vllm.served_dir
+    assert json.loads((Path(folder) / "config.json").read_text())["tie_word_embeddings"] is False
+    tensors = load_file(str(Path(folder) / "model.safetensors"))
+    assert torch.equal(tensors["lm_head.weight"], tensors["model.embed_tokens.weight"])
+    reloaded = AutoModelForCausalLM.from_pretrained(folder)
+    assert reloaded.lm_head.weight is not reloaded.model.embed_tokens.weight
+    ids = torch.tensor([[1, 5, 9, 3]])
+    with torch.no_grad():
+        assert torch.equal(reloaded(ids).logits, tiny_model.eval()(ids).logits)
+    assert served_folder_problem(folder) is None
+    tiny_model.save_pretrained(str(Path(folder).parent / "tied"))
+    assert "ties its input and output embeddings" in served_folder_problem(Path(folder).parent / "tied")
+
+
 def test_filesystem_sync_without_dev_mode_says_how_to_fix_it(fake_vllm, tiny_model):
     fake_vllm.dev_mode = False
     eng = engine_for(fake_vllm, weight_sync="filesystem", served_model_dir=fake_vllm.served_dir)
@@ -311,7 +339,7 @@ def test_peft_tensors_are_merged_and_named_like_the_base_checkpoint(tiny_model):
         lora_b.fill_(0.5)  # make the adapter non-zero so merging changes q_proj
     before = model.base_model.model.model.layers[0].self_attn.q_proj.base_layer.weight.clone()
     merged = dict((n, t.clone()) for n, t in iter_sync_tensors(model))
-    assert set(merged) == base_names
+    assert set(merged) == base_names | {"lm_head.weight"}  # tied: the output layer by name too
     assert not torch.equal(merged["model.layers.0.self_attn.q_proj.weight"], before)
     after = model.base_model.model.model.layers[0].self_attn.q_proj.base_layer.weight
     assert torch.allclose(after, before, atol=1e-6)  # unmerged again (up to rounding)

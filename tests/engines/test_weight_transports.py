@@ -76,19 +76,21 @@ def test_ipc_push_sends_vllms_routes_in_order_with_its_payload(ipc_server, tiny_
                                   "/finish_weight_update", "/reset_prefix_cache"]
     assert ipc_server.transfer_init == {"packed": False}
     upd = ipc_server.weight_updates[0]
-    names = [n for n, _ in tiny_model.named_parameters()]
+    # The tied output layer goes under its own name too (vLLM's reload would keep it stale).
+    names = [n for n, _ in tiny_model.named_parameters()] + ["lm_head.weight"]
     assert upd["names"] == names and upd["during_update"]
     assert upd["dtype_names"] == ["float32"] * len(names)  # vLLM style, not "torch.float32"
-    assert upd["shapes"] == [list(p.shape) for p in tiny_model.parameters()]
+    assert upd["shapes"] == [list(p.shape) for p in tiny_model.parameters()] + [
+        list(tiny_model.lm_head.weight.shape)]
     # The wire form: base64(pickle(list of {gpu uuid: rebuild args})), nothing else.
     assert set(upd) - {"handles", "tensors", "during_update"} == {
         "names", "dtype_names", "shapes", "ipc_handles_pickled"}
     assert pickle.loads(base64.b64decode(upd["ipc_handles_pickled"])) == upd["handles"]
-    for (name, p) in tiny_model.named_parameters():
+    for (name, p) in list(tiny_model.named_parameters()) + [("lm_head.weight", tiny_model.lm_head.weight)]:
         assert torch.equal(upd["tensors"][name], p.data)
     # The handles are the learner's own storage, not copies.
-    assert all(reg.tensors[i].data_ptr() == p.data_ptr()
-               for i, p in enumerate(tiny_model.parameters()))
+    params = list(tiny_model.parameters()) + [tiny_model.lm_head.weight]
+    assert all(reg.tensors[i].data_ptr() == p.data_ptr() for i, p in enumerate(params))
     eng.sync_weights(tiny_model)  # the handshake happens once per server
     assert ipc_server.paths().count("/init_weight_transfer_engine") == 1
     assert ipc_server.paths()[-4:] == ["/start_weight_update", "/update_weights",
@@ -197,7 +199,8 @@ def test_nccl_sets_the_cuda_device_in_the_thread_that_broadcasts(tmp_path, tiny_
             if call[0] == "update":
                 _, meta, pairs, device = call
                 assert device == 3  # set in this (the pushing) thread, not only at init
-                assert [m[0] for m in meta] == [n for n, _ in tiny_model.named_parameters()]
+                assert [m[0] for m in meta] == [n for n, _ in tiny_model.named_parameters()] + [
+                    "lm_head.weight"]
                 assert meta[0][1] == "float32" and len(pairs) == len(meta)
     for s in servers:  # then each server's prefix cache
         assert s.paths().count("/reset_prefix_cache") == 2
