@@ -281,6 +281,9 @@ class RunConfig(_Frozen):
     # Optimizer steps per iteration over the same rollouts (PPO epochs; the ratio clip keeps
     # later steps close to the sampling policy). AZR/GASP use 1.
     updates_per_iteration: int = Field(1, ge=1)
+    # Generate iteration t+1's rollouts while iteration t's update runs (one step off-policy,
+    # corrected by the importance ratio; loop/overlap.py).
+    overlap_generation: bool = False
     out_dir: str = "runs"
     advantage: Literal["trr++", "grpo", "dr_grpo"] = "trr++"
     model: ModelConfig = ModelConfig()
@@ -310,6 +313,10 @@ class RunConfig(_Frozen):
             raise ValueError("method gasp+rlvr mixes real tasks in: set "
                              "student.real_tasks_per_iteration > 0")
         gpu = self.gpu
+        if self.overlap_generation and gpu is not None and gpu.vllm_placement == "colocated" \
+                and gpu.engine == "vllm":
+            raise ValueError("overlap_generation needs the server to generate while the learner "
+                             "steps; a colocated server sleeps then: use vllm_placement 'server'")
         if gpu is not None and gpu.engine == "vllm" and self.engine.vllm_url:
             n = len(self.engine.vllm_urls)
             if gpu.vllm_placement == "colocated" and n > 1:

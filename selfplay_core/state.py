@@ -36,6 +36,9 @@ class RunState:
     pending_metrics: dict = field(default_factory=dict)  # metrics of `iteration`, until logged
     history: list = field(default_factory=list)         # per-iteration key metrics (for prints)
     pending_samples: list = field(default_factory=list) # proposal rows of `iteration`, until logged
+    # overlap_generation: `iteration`'s rollouts (with advantages), to be learnt while the next
+    # iteration generates (loop/overlap.py)
+    pending_update: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         d = asdict(self)

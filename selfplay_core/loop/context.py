@@ -90,6 +90,8 @@ class RunContext:
         except BaseException:
             self.close()
             raise
+        from selfplay_core.loop.overlap import BackgroundUpdate
+        self.background = BackgroundUpdate(self)  # overlap_generation
         self.buffers = TaskBuffer.from_json(self.state.buffer, threshold=cfg.teacher.similarity_threshold)
         self.contamination = TaskBuffer(threshold=cfg.teacher.similarity_threshold)
         for p in self.eval_problems:
@@ -197,6 +199,12 @@ class RunContext:
         box.update(self.push_weights())
 
     def close(self) -> None:
+        bg = getattr(self, "background", None)
+        if bg is not None and bg.running:  # never leave a learner thread behind a failed run
+            try:
+                bg.join_and_push()
+            except Exception as e:  # noqa: BLE001 - the run is failing already; say why, go on
+                log.warning("background learner update ended with %s: %s", type(e).__name__, e)
         if getattr(self, "_own_executor", False):
             self.executor.close()
             self._own_executor = False

@@ -181,7 +181,10 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             timings: dict = {}
             clock.reset()
             timed = _timed(call, timings, clock)
+            if cfg.overlap_generation:  # the previous iteration's update, while this one generates
+                ctx.background.start_pending()
             method.run_iteration(ctx, ilog, timed)
+            ilog.add(**ctx.background.join_and_push())  # a method without an update stage
             step = it + 1
             if step % cfg.eval.every == 0 or step == cfg.iterations:
                 timed("evaluate", S.evaluate, ctx, ilog)

@@ -455,8 +455,45 @@ def _rollout(c, reward: float, role: str, kind: str, group: str, temperature: fl
 
 def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
            log: IterationLog) -> dict:
-    """Advantages by group, then one learner step on teacher + student rollouts; the engine
-    then receives the new weights (in place for hf, pushed to the server for vllm)."""
+    """Advantages by group, then the learner's epochs on teacher + student rollouts; the engine
+    then receives the new weights (in place for hf, pushed to the server for vllm). With
+    overlap_generation the epochs run during the next iteration (loop/overlap.py)."""
+    if ctx.config.overlap_generation:
+        return _overlapped_update(ctx, teacher, student, log)
+    signal = update_batch(ctx, teacher, student, log)
+    if not signal:
+        return {}
+    t0 = time.perf_counter()
+    with ctx.policy_update() as pushed:  # PPO epochs; mismatch metrics from the first
+        metrics = ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration)
+    metrics.update(pushed)
+    metrics["time/update_s"] = time.perf_counter() - t0
+    log.add(**metrics)
+    return metrics
+
+
+def _overlapped_update(ctx, teacher, student, log: IterationLog) -> dict:
+    """Wait for the previous iteration's update (running since this iteration began), push its
+    weights, then keep this iteration's rollouts for the next one; the last iteration updates
+    in line."""
+    t0 = time.perf_counter()
+    metrics = ctx.background.join_and_push()
+    signal = update_batch(ctx, teacher, student, log)
+    if signal and ctx.state.iteration + 1 >= ctx.config.iterations:
+        with ctx.policy_update() as pushed:
+            metrics.update(ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration))
+        metrics.update(pushed)
+    elif signal:
+        ctx.background.defer(signal)
+    metrics["time/update_s"] = time.perf_counter() - t0
+    log.add(**metrics)
+    return metrics
+
+
+def update_batch(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
+                 log: IterationLog) -> list[Rollout]:
+    """The rollouts the learner trains on: teacher and student completions with their
+    advantages by group, those with a zero advantage dropped."""
     rolls: list[Rollout] = []
     for p in teacher:
         r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id, p.temperature)
@@ -477,7 +514,7 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
         student_rolls = [r for g in groups[: cap // n] for r in g]
     rolls += student_rolls
     if not rolls:
-        return {}
+        return []
     rs = [r.meta["reward"] for r in rolls]
     method = ctx.config.advantage
     if method == "trr++":
@@ -492,15 +529,7 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
     log.add(**{"learner/signal_share": len(signal) / len(rolls),
                "learner/teacher_rollouts": sum(r.role == "teacher" for r in rolls),
                "learner/student_rollouts": sum(r.role == "student" for r in rolls)})
-    if not signal:
-        return {}
-    t0 = time.perf_counter()
-    with ctx.policy_update() as pushed:  # PPO epochs; mismatch metrics from the first
-        metrics = ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration)
-    metrics.update(pushed)
-    metrics["time/update_s"] = time.perf_counter() - t0
-    log.add(**metrics)
-    return metrics
+    return signal
 
 
 # ---- evaluation and goalposts ------------------------------------------------------------------
