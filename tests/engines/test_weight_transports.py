@@ -224,3 +224,37 @@ def test_logprob_mode_is_measured_where_the_server_does_not_say(fake_vllm, mode)
     temps = [b["temperature"] for _, p, b in fake_vllm.requests if p == "/v1/completions"]
     assert temps == [1.0, 0.5]
     eng.generate(["x"], 1, SamplingParams(max_new_tokens=2))  # the probe left nothing behind
+
+
+# ---- which transport a run takes ------------------------------------------------------------------
+@pytest.mark.parametrize("want, kw, mode", [
+    ("auto", dict(placement="colocated", cuda=True), "ipc"),
+    ("auto", dict(placement="colocated", cuda=True, peft=True, trl_vllm=True), "ipc"),
+    ("auto", dict(cuda=True, trl_vllm=True), "nccl"),
+    ("auto", dict(cuda=True, trl_vllm=True, peft=True), "nccl"),
+    ("auto", dict(cuda=True, peft=True), "lora"),
+    ("auto", dict(cuda=True), "filesystem"),
+    ("auto", dict(trl_vllm=True), "filesystem"),          # no CUDA: no NCCL
+    ("auto", dict(placement="colocated"), "filesystem"),  # no CUDA: no IPC
+    ("filesystem", dict(placement="colocated", cuda=True), "filesystem"),
+    ("nccl", dict(), "nccl"),
+])
+def test_the_transport_choice_table(want, kw, mode):
+    from selfplay_core.engines.weight_sync import choose_transport
+
+    got, why = choose_transport(want, **kw)
+    assert got == mode and why
+
+
+def test_the_gpu_plan_names_the_transport_and_why():
+    from selfplay_core.engines.gpu_config import QWEN25_CODER, BatchShape, GPUConfig, resolve_plan
+
+    colo = GPUConfig(engine="vllm", vllm_placement="colocated", launch_server=True, num_gpus=1,
+                     learner_gpus=1, gpu_memory_utilization=0.3)
+    notes = resolve_plan(colo, QWEN25_CODER["7b"], BatchShape(micro_batch_size=1)).notes
+    assert any(n.startswith("weight sync: ipc — the server shares the learner's GPU") for n in notes)
+    server = GPUConfig(engine="vllm", launch_server=True, num_gpus=2, rollout_gpus=1)
+    notes = resolve_plan(server, QWEN25_CODER["7b"], BatchShape(micro_batch_size=1)).notes
+    # In this (Prefect) environment trl imports but vllm does not: filesystem, ~14 GiB a step.
+    line = next(n for n in notes if n.startswith("weight sync:"))
+    assert line.startswith("weight sync: filesystem") and "14.2 GiB written and re-read" in line
