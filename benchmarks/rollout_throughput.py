@@ -1,10 +1,11 @@
 """Rollouts on the toy model: the project's HF engine vs a real vLLM server (the CPU build from
 `make vllm-venv`, or $SELFPLAY_VLLM_VENV), side by side in one run.
 
-1. Generation throughput: the same student prompts, samples, token budget, stop strings and
-   temperature through both engines (after one warm-up call each); completion tokens per second
-   and the ratio. The HF engine runs with the loop's thread setting (model.torch_threads = 1)
-   and with every core; vLLM's CPU build uses every core.
+1. Generation throughput: the same prompts, samples, token budget, stop strings and temperature
+   through both engines (after one warm-up call each), for the student's and the teacher's
+   requests; completion tokens per second, medians of alternating rounds, and the ratio. The HF
+   engine runs with the loop's thread setting (model.torch_threads = 1); vLLM's CPU build binds
+   its engine to one core and leaves the other to its HTTP frontend.
 2. The wall-time split of loop iterations (generation, verification, update, evaluation, goalpost
    tracking, orchestration; loop/timing.py) for GASP on the embedded default with each engine,
    same config and seed; vLLM with filesystem weight sync to a server the run starts itself.
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import socket
 import sys
 import tempfile
@@ -36,16 +36,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def student_prompts(k: int) -> list[str]:
+def workloads(k: int) -> list[tuple[str, list[str], tuple[str, ...], int]]:
+    """(name, prompts, stop strings, max new tokens): the student's and the teacher's requests of
+    a GASP iteration, built from toy-world held-out tasks."""
+    from selfplay_core.roles.student import STOP
+    from selfplay_core.roles.teacher import STOP as TEACHER_STOP
+    from selfplay_core.roles.teacher import teacher_prompt
     from selfplay_core.toyworld.evaluate import student_prompt_for
     from selfplay_core.toyworld.splits import build_world
 
     problems = build_world(0).eval.problems
-    return [student_prompt_for(problems[i % len(problems)]) for i in range(k)]
+    picked = [problems[i % len(problems)] for i in range(k)]
+    student = [student_prompt_for(p) for p in picked]
+    teacher = [teacher_prompt(p.prompt or "", p.metadata.get("reference", ""), "f", "easier")
+               for p in picked]
+    return [("student", student, tuple(STOP), 96), ("teacher", teacher, tuple(TEACHER_STOP), 192)]
 
 
 def timed_generate(engine, prompts, n, sampling) -> tuple[float, int]:
-    engine.generate(prompts[:4], 2, sampling)  # warm-up: allocator, caches, the server's graphs
     t0 = time.perf_counter()
     out = engine.generate(prompts, n, sampling)
     seconds = time.perf_counter() - t0
@@ -53,26 +61,21 @@ def timed_generate(engine, prompts, n, sampling) -> tuple[float, int]:
 
 
 def throughput(args, model_dir: Path, venv: str, work: Path) -> None:
+    """Both engines on each workload, `rounds` times, alternating (the load of a shared machine
+    drifts; alternating puts both engines under the same drift); medians and per-round ratios."""
+    import statistics
+
     import torch
 
     from selfplay_core.engines.base import SamplingParams
     from selfplay_core.engines.hf import HFEngine
     from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
     from selfplay_core.engines.vllm_server import ServeOptions, launch
-    from selfplay_core.roles.student import STOP
+    from selfplay_core.engines.weight_sync import write_served_copy
 
-    prompts = student_prompts(args.prompts)
-    sampling = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                              stop=tuple(STOP))
-    rows = []
-    for threads in sorted({1, os.cpu_count() or 1}):
-        torch.set_num_threads(threads)
-        hf = HFEngine(str(model_dir), batch_size=64)
-        s, tok = timed_generate(hf, prompts, args.n, sampling)
-        rows.append((f"hf engine, {threads} thread(s)", s, tok))
-        del hf
-    served = work / "served-throughput"
-    shutil.copytree(model_dir, served)
+    torch.set_num_threads(1)  # the loop's setting (model.torch_threads); vLLM's CPU build binds
+    hf = HFEngine(str(model_dir), batch_size=64)  # its engine to one core and runs its frontend
+    served = write_served_copy(model_dir, work / "served-throughput")  # on the other
     print("starting the vLLM server (1-3 min on a busy CPU) ...", flush=True)
     t0 = time.perf_counter()
     server = launch(ServeOptions(model=str(served), venv=venv, port=free_port(), dtype="float32",
@@ -80,19 +83,29 @@ def throughput(args, model_dir: Path, venv: str, work: Path) -> None:
                     wait_timeout_s=900, log_path=work / "vllm-throughput.log", poll_s=2.0)
     start_s = time.perf_counter() - t0
     try:
-        eng = VLLMEngine(VLLMEngineConfig(base_url=server.url))
-        s, tok = timed_generate(eng, prompts, args.n, sampling)
-        rows.append((f"vLLM {eng.server_info().version} ({eng.server_info().device})", s, tok))
+        vl = VLLMEngine(VLLMEngineConfig(base_url=server.url))
+        version = f"{vl.server_info().version} ({vl.server_info().device})"
+        results = []
+        for name, prompts, stop, max_new in workloads(args.prompts):
+            sp = SamplingParams(temperature=1.0, top_p=1.0, max_new_tokens=max_new, stop=stop)
+            for eng in (hf, vl):  # warm-up: allocator, caches, the server's first batch
+                eng.generate(prompts[:4], 2, sp)
+            rates = {"hf": [], "vllm": []}
+            for _ in range(args.rounds):
+                for key, eng in (("hf", hf), ("vllm", vl)):
+                    sec, tok = timed_generate(eng, prompts, args.n, sp)
+                    rates[key].append(tok / sec)
+            results.append((name, max_new, rates))
     finally:
         server.stop()
-    print(f"\n== generation: {args.prompts} prompts x {args.n} samples, <= {args.max_new_tokens} "
-          f"tokens, T=1.0, student stop strings (vLLM server start-up: {start_s:.0f} s)")
-    print(f"{'engine':<34}{'seconds':>9}{'tokens':>9}{'tokens/s':>10}")
-    for name, s, tok in rows:
-        print(f"{name:<34}{s:>9.1f}{tok:>9}{tok / s:>10.0f}")
-    vllm_rate = rows[-1][2] / rows[-1][1]
-    for name, s, tok in rows[:-1]:
-        print(f"vLLM / {name}: {vllm_rate / (tok / s):.2f}x")
+    print(f"\n== generation, HF engine (1 thread) vs vLLM {version}: {args.prompts} prompts x "
+          f"{args.n} samples, T=1.0, each role's stop strings, {args.rounds} alternating rounds "
+          f"(vLLM server start-up: {start_s:.0f} s)")
+    print(f"{'workload':<22}{'hf tok/s':>10}{'vllm tok/s':>12}{'vllm/hf':>9}   per round")
+    for name, max_new, r in results:
+        hf_m, vl_m = statistics.median(r["hf"]), statistics.median(r["vllm"])
+        per = " ".join(f"{v / h:.2f}" for h, v in zip(r["hf"], r["vllm"]))
+        print(f"{name + f' (<= {max_new} tok)':<22}{hf_m:>10.0f}{vl_m:>12.0f}{vl_m / hf_m:>9.2f}   {per}")
 
 
 def loop_split(args, venv: str, work: Path) -> None:
@@ -150,6 +163,7 @@ def main() -> int:
     p.add_argument("--n", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--iterations", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3, help="alternating measurement rounds")
     p.add_argument("--no-loop", action="store_true", help="only the generation throughput")
     p.add_argument("--no-throughput", action="store_true", help="only the loop split")
     p.add_argument("--prefect", action="store_true", help="run the loop through the Prefect flow")

@@ -55,16 +55,18 @@ def _importable(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def transport_choice(cfg, *, peft: bool) -> tuple[str, str]:
-    """(weight-sync transport, why) for a vllm engine: gpu.weight_sync, `auto` resolved here."""
+def transport_choice(cfg, *, peft: bool, planned: bool = False) -> tuple[str, str]:
+    """(weight-sync transport, why) for a vllm engine: gpu.weight_sync, `auto` resolved here
+    (`planned`: for the GPU plan's device rather than this machine's, as --dry-run shows)."""
     import torch
 
     from selfplay_core.engines.weight_sync import choose_transport
 
     gpu = cfg.gpu
+    cuda = gpu.device == "cuda" if planned and gpu is not None else torch.cuda.is_available()
     return choose_transport(gpu.weight_sync if gpu is not None else "auto",
                             placement=gpu.vllm_placement if gpu is not None else "server",
-                            peft=peft, cuda=torch.cuda.is_available(),
+                            peft=peft, cuda=cuda,
                             trl_vllm=_importable("trl") and _importable("vllm"))
 
 
@@ -311,7 +313,7 @@ def describe_setup(cfg) -> str:
                  "weights copied in place after every update"
     else:
         peft = cfg.gpu is not None and cfg.gpu.lora is not None
-        mode, why = transport_choice(cfg, peft=peft)
+        mode, why = transport_choice(cfg, peft=peft, planned=True)
         want = cfg.gpu.weight_sync if cfg.gpu is not None else "auto"
         sync = f"{mode} ({why})" if want == "auto" else f"{mode} (gpu.weight_sync)"
         urls = ", ".join(e.vllm_urls)
