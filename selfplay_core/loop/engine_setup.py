@@ -183,25 +183,25 @@ class VLLMSetup:
         opts = [self._options(cfg, model, mode, i) for i in range(len(urls))]
         logs = [run_dir / ("vllm-server.log" if len(urls) == 1 else f"vllm-server-{i}.log")
                 for i in range(len(urls))]
-        started, errors = [], []
+        started, errors = {}, []
 
         def start(i):
             from selfplay_core.engines.vllm_server import VLLMLaunchError, launch
             try:
-                started.append(launch(opts[i], wait_timeout_s=cfg.engine.server_wait_s,
-                                      log_path=logs[i]))
+                started[i] = launch(opts[i], wait_timeout_s=cfg.engine.server_wait_s,
+                                    log_path=logs[i])
             except (VLLMLaunchError, EngineError) as e:
                 errors.append(e)
 
         with ThreadPoolExecutor(max_workers=len(urls)) as pool:
             list(pool.map(start, range(len(urls))))
         if errors:
-            for server in started:
+            for server in started.values():
                 server.stop()
             key = "gpu.launch_server" if cfg.gpu is not None and cfg.gpu.launch_server \
                 else "engine.launch_server"
             raise EngineSetupError(f"{key}: {errors[0]}")
-        return sorted(started, key=lambda s: urls.index(s.url) if s.url in urls else 0)
+        return [started[i] for i in range(len(urls))]
 
     @staticmethod
     def _options(cfg, model: str, mode: str, index: int):
