@@ -453,13 +453,29 @@ class VLLMEngine:
                                         f'{{"is_sleeping": bool}}, got {str(a)[:200]}')
         return any(a["is_sleeping"] for a in answers)
 
+    def wake_and_sync(self, model, tokenizer=None) -> dict:
+        """After a learner step on the server's GPU: wake the weights, push the new ones, then
+        wake the KV cache (allocated last, once the learner's memory is back to its steady
+        state), and check that nothing sleeps any more. Returns the sync's result with
+        `wake_weights_s` / `wake_kv_cache_s`."""
+        t0 = time.monotonic()
+        self.wake_up(["weights"])
+        woke = time.monotonic() - t0
+        try:
+            info = self.sync_weights(model, tokenizer)
+        finally:
+            t1 = time.monotonic()
+            self.wake_up(["kv_cache"])
+            kv = time.monotonic() - t1
+        if self.is_sleeping():
+            raise EngineError(f"{self.http.base_url} still sleeps after waking weights and KV cache")
+        return {**info, "wake_weights_s": woke, "wake_kv_cache_s": kv}
+
     @contextmanager
     def colocated_update(self, model, tokenizer=None, level: int = 1, after_step=None):
-        """Around a learner step on the server's GPU: sleep (level 1) for the block, then wake
-        the weights, push the new ones, wake the KV cache, in that order (the KV cache is
-        allocated last, after the learner has given back its step's memory: `after_step`, e.g.
-        torch.cuda.empty_cache, runs before anything wakes). The sync's result is put in the
-        yielded dict under "sync"."""
+        """Around a learner step on the server's GPU: sleep (level 1) for the block, then
+        `after_step` (e.g. torch.cuda.empty_cache) and `wake_and_sync`. A block that fails wakes
+        the server with its old weights. The sync's result lands in the yielded dict ("sync")."""
         self.sleep(level)
         box: dict = {}
         try:
@@ -472,11 +488,7 @@ class VLLMEngine:
             raise
         if after_step is not None:
             after_step()
-        self.wake_up(["weights"])
-        box["sync"] = self.sync_weights(model, tokenizer)
-        self.wake_up(["kv_cache"])
-        if self.is_sleeping():
-            raise EngineError(f"{self.http.base_url} still sleeps after waking weights and KV cache")
+        box["sync"] = self.wake_and_sync(model, tokenizer)
 
     def close(self) -> None:
         if self._transport is not None:

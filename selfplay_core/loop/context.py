@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import random
-from contextlib import contextmanager
 from pathlib import Path
 
 from selfplay_core.buffers import TaskBuffer
@@ -185,18 +184,12 @@ class RunContext:
             self.engine.load_weights(model.state_dict())
         return {}
 
-    @contextmanager
-    def policy_update(self):
-        """Around one iteration's learner steps: afterwards the engine has the new weights (a
-        colocated vLLM server also sleeps through the steps). Yields a dict that receives the
-        push's metrics."""
-        if self._vllm is not None:
-            with self._vllm.around_update(self.learner.unwrapped, self.tokenizer) as box:
-                yield box
-            return
-        box: dict = {}
-        yield box
-        box.update(self.push_weights())
+    def learner_turn(self):
+        """Context for the learner's update (a colocated vLLM server sleeps through it; the
+        following `push_weights` wakes it)."""
+        from contextlib import nullcontext
+
+        return self._vllm.learner_turn() if self._vllm is not None else nullcontext()
 
     def close(self) -> None:
         bg = getattr(self, "background", None)

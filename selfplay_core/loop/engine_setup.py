@@ -137,6 +137,7 @@ class VLLMSetup:
 
         self.servers: list = []
         self.colocated = colocated(cfg)
+        self.asleep = False
         mode, why = transport_choice(cfg, peft=is_peft(policy))
         served = cfg.engine.served_model_dir
         if launches_server(cfg) and mode == "filesystem" and not served:
@@ -180,7 +181,7 @@ class VLLMSetup:
         """One server per URL, started at once (each takes minutes to load); if any fails, the
         others are stopped and the first error is raised."""
         urls = cfg.engine.vllm_urls
-        opts = [self._options(cfg, model, mode, i) for i in range(len(urls))]
+        opts = [serve_options(cfg, model, mode, i) for i in range(len(urls))]
         logs = [run_dir / ("vllm-server.log" if len(urls) == 1 else f"vllm-server-{i}.log")
                 for i in range(len(urls))]
         started, errors = {}, []
@@ -203,58 +204,42 @@ class VLLMSetup:
             raise EngineSetupError(f"{key}: {errors[0]}")
         return [started[i] for i in range(len(urls))]
 
-    @staticmethod
-    def _options(cfg, model: str, mode: str, index: int):
-        """ServeOptions of server `index`: a GPU plan's share of the rollout GPUs (tp each; a
-        colocated server gets the learner's GPU and sleep mode), or a CPU server."""
-        from selfplay_core.engines.vllm_server import ServeOptions
+    @contextmanager
+    def learner_turn(self):
+        """Around the learner's update: a colocated server sleeps (level 1) so the step has the
+        GPU, and the learner's cached step memory is handed back before `push` wakes it. A step
+        that fails wakes it fully, so the server stays usable."""
+        if not self.colocated:
+            yield
+            return
+        self.engine.sleep(level=1)
+        self.asleep = True
+        try:
+            yield
+        except BaseException:
+            self.asleep = False
+            self.engine.wake_up()
+            raise
+        import torch
 
-        gpu = cfg.gpu
-        url = urlsplit(cfg.engine.vllm_urls[index])
-        where = dict(model=model, host=url.hostname or "127.0.0.1", port=url.port or 8000,
-                     weight_sync=mode, seed=cfg.seed)
-        if gpu is None or gpu.device == "cpu":
-            return ServeOptions(**where, dtype=cfg.model.dtype)
-        plan = cfg.resolved_plan()
-        rollout = plan.gpus.get("rollout") if plan is not None else None
-        tp = gpu.tensor_parallel_size
-        mine = rollout[index * tp:(index + 1) * tp] if rollout else None
-        return ServeOptions(**where, gpus=",".join(map(str, mine)) if mine else None,
-                            tensor_parallel_size=tp,
-                            gpu_memory_utilization=gpu.gpu_memory_utilization,
-                            max_model_len=gpu.max_model_len, dtype=gpu.dtype,
-                            max_lora_rank=gpu.lora.r if gpu.lora else 16,
-                            enable_sleep_mode=gpu.vllm_placement == "colocated")
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def push(self, model, tokenizer) -> dict:
-        info = self.engine.sync_weights(model, tokenizer=tokenizer)
-        return self._sync_metrics(info)
+        """New weights to every server; a sleeping colocated server wakes its weights, takes the
+        sync, then wakes its KV cache (`VLLMEngine.wake_and_sync`)."""
+        if self.asleep:
+            self.asleep = False
+            info = self.engine.wake_and_sync(model, tokenizer)
+            return {"engine/wake_weights_s": float(info["wake_weights_s"]),
+                    "engine/wake_kv_cache_s": float(info["wake_kv_cache_s"]),
+                    **self._sync_metrics(info)}
+        return self._sync_metrics(self.engine.sync_weights(model, tokenizer=tokenizer))
 
     @staticmethod
     def _sync_metrics(info: dict) -> dict:
         return {"engine/weight_sync_s": float(info["seconds"]),
                 "engine/weight_version": float(info["version"])}
-
-    @contextmanager
-    def around_update(self, model, tokenizer):
-        """Around one iteration's learner steps; the yielded dict receives the sync's metrics.
-        Colocated: the server sleeps through the steps, then weights -> sync -> KV cache (the
-        learner's step memory is returned to the driver first); otherwise the push follows."""
-        box: dict = {}
-        if not self.colocated:
-            yield box
-            box.update(self.push(model, tokenizer))
-            return
-
-        def release():
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-
-        with self.engine.colocated_update(model, tokenizer, level=1, after_step=release) as sync:
-            yield box
-        box.update(self._sync_metrics(sync["sync"]))
 
     def close(self) -> None:
         try:
@@ -267,6 +252,29 @@ class VLLMSetup:
     @property
     def server(self):  # the first launched server (older callers)
         return self.servers[0] if self.servers else None
+
+
+def serve_options(cfg, model: str, mode: str, index: int = 0):
+    """ServeOptions of server `index`: a GPU plan's share of the rollout GPUs (tp each; a
+    colocated server gets the learner's GPU and sleep mode), or a CPU server."""
+    from selfplay_core.engines.vllm_server import ServeOptions
+
+    gpu = cfg.gpu
+    url = urlsplit(cfg.engine.vllm_urls[index])
+    where = dict(model=model, host=url.hostname or "127.0.0.1", port=url.port or 8000,
+                 weight_sync=mode, seed=cfg.seed)
+    if gpu is None or gpu.device == "cpu":
+        return ServeOptions(**where, dtype=cfg.model.dtype)
+    plan = cfg.resolved_plan()
+    rollout = plan.gpus.get("rollout") if plan is not None else None
+    tp = gpu.tensor_parallel_size
+    mine = rollout[index * tp:(index + 1) * tp] if rollout else None
+    return ServeOptions(**where, gpus=",".join(map(str, mine)) if mine else None,
+                        tensor_parallel_size=tp,
+                        gpu_memory_utilization=gpu.gpu_memory_utilization,
+                        max_model_len=gpu.max_model_len, dtype=gpu.dtype,
+                        max_lora_rank=gpu.lora.r if gpu.lora else 16,
+                        enable_sleep_mode=gpu.vllm_placement == "colocated")
 
 
 def context_length(cfg, engine, model_dir: Path) -> int | None:

@@ -464,9 +464,10 @@ def update(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
     if not signal:
         return {}
     t0 = time.perf_counter()
-    with ctx.policy_update() as pushed:  # PPO epochs; mismatch metrics from the first
+    with ctx.learner_turn():  # a colocated vLLM server sleeps through the update
+        # PPO epochs; the train/inference mismatch (mismatch/*) comes from the first
         metrics = ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration)
-    metrics.update(pushed)
+    metrics.update(ctx.push_weights())
     metrics["time/update_s"] = time.perf_counter() - t0
     log.add(**metrics)
     return metrics
@@ -480,9 +481,9 @@ def _overlapped_update(ctx, teacher, student, log: IterationLog) -> dict:
     metrics = ctx.background.join_and_push()
     signal = update_batch(ctx, teacher, student, log)
     if signal and ctx.state.iteration + 1 >= ctx.config.iterations:
-        with ctx.policy_update() as pushed:
+        with ctx.learner_turn():
             metrics.update(ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration))
-        metrics.update(pushed)
+        metrics.update(ctx.push_weights())
     elif signal:
         ctx.background.defer(signal)
     metrics["time/update_s"] = time.perf_counter() - t0

@@ -167,7 +167,7 @@ class Learner:
         metrics: dict[str, float] = {}
         first: dict[str, float] = {}
         for e in range(epochs):
-            metrics = self.step(rollouts, first_epoch=e == 0)
+            metrics = self.step(rollouts) if e == 0 else self.step(rollouts, first_epoch=False)
             if e == 0:
                 first = {k: v for k, v in metrics.items() if k.startswith("mismatch/")}
         metrics.update(first)

@@ -113,7 +113,7 @@ class FakeVLLM:
         self.logprobs_mode = "processed_logprobs"
         self.weight_transfer: str | None = None  # backend of --weight-transfer-config
         self.insecure_serialization = False
-        self.queries: list[tuple[str, dict]] = []  # (path, parsed query) per request
+        self.queries: list[dict[str, list[str]]] = []  # each request's query, parsed as vLLM does
         self.rebuild = None                    # IPC: fn(gpu_uuid, args) -> tensor
         self.weight_updates: list[dict] = []   # IPC: what each /update_weights carried
         self._stop = threading.Event()
@@ -139,7 +139,7 @@ class FakeVLLM:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 fake.requests.append((method, url.path, body))
-                fake.queries.append((url.path, parse_qs(url.query)))
+                fake.queries.append(parse_qs(url.query))
                 if fake.mode == "hang":
                     fake._stop.wait(60)
                     return
@@ -370,6 +370,10 @@ class FakeVLLM:
 
     def paths(self) -> list[str]:
         return [p for _, p, _ in self.requests]
+
+    def calls(self) -> list[tuple[str, dict]]:
+        """(path, parsed query) of every request, in order."""
+        return list(zip(self.paths(), self.queries))
 
 
 def main(argv: list[str]) -> int:

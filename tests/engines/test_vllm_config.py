@@ -41,9 +41,9 @@ def test_two_rollout_replicas_on_a_gpu_plan_need_two_urls():
     assert cfg.gpu.server_replicas == 2
     plan = cfg.resolved_plan()
     assert [p["gpus"] for p in plan.processes if p["name"].startswith("vllm-server")] == [[1], [2]]
-    from selfplay_core.loop.engine_setup import VLLMSetup
+    from selfplay_core.loop.engine_setup import serve_options
 
-    opts = [VLLMSetup._options(cfg, "/m", "filesystem", i) for i in range(2)]
+    opts = [serve_options(cfg, "/m", "filesystem", i) for i in range(2)]
     assert [(o.port, o.gpus) for o in opts] == [(8000, "1"), (8001, "2")]
 
 
@@ -55,10 +55,10 @@ def test_the_dry_run_names_the_servers_and_the_transport():
 
 
 def test_a_cpu_server_launched_by_the_run_takes_the_models_dtype():
-    from selfplay_core.loop.engine_setup import VLLMSetup
+    from selfplay_core.loop.engine_setup import serve_options
 
     cfg = vllm("engine.vllm_url=http://127.0.0.1:8471", "engine.launch_server=true")
-    o = VLLMSetup._options(cfg, "/served", "filesystem", 0)
+    o = serve_options(cfg, "/served", "filesystem", 0)
     assert (o.model, o.port, o.dtype, o.gpus, o.weight_sync) == ("/served", 8471, "float32", None,
                                                                  "filesystem")
 

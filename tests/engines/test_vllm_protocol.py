@@ -153,7 +153,7 @@ def test_a_cpu_server_gets_no_seed(fake_vllm):
     bodies = completion_bodies(fake_vllm)
     assert eng.seed_mode == "none" and len(bodies) == 1 and "seed" not in bodies[0]
     assert len({c.text for g in out for c in g}) == 8  # unseeded samples still differ
-    assert ("/server_info", {"config_format": ["json"]}) in fake_vllm.queries
+    assert ("/server_info", {"config_format": ["json"]}) in fake_vllm.calls()
 
 
 def test_a_server_that_does_not_say_its_device_gets_no_seed(fake_vllm):
@@ -378,11 +378,11 @@ def test_sleep_and_wake_use_the_dev_endpoints_with_repeated_tags(fake_vllm):
     assert eng.is_sleeping() and fake_vllm.asleep == {"kv_cache"}
     eng.wake_up(["kv_cache"])
     assert not eng.is_sleeping()
-    assert fake_vllm.queries[0] == ("/sleep", {"level": ["1"]})
-    assert ("/wake_up", {"tags": ["weights"]}) in fake_vllm.queries
+    assert fake_vllm.calls()[0] == ("/sleep", {"level": ["1"]})
+    assert ("/wake_up", {"tags": ["weights"]}) in fake_vllm.calls()
     eng.sleep(1)
     eng.wake_up(["weights", "kv_cache"])  # two tags: two repeated keys, both woken
-    assert fake_vllm.queries[-1] == ("/wake_up", {"tags": ["weights", "kv_cache"]})
+    assert fake_vllm.calls()[-1] == ("/wake_up", {"tags": ["weights", "kv_cache"]})
     assert not fake_vllm.sleeping
 
 
@@ -393,11 +393,12 @@ def test_colocated_update_sleeps_then_wakes_weights_syncs_then_wakes_the_kv_cach
     with eng.colocated_update(tiny_model, after_step=lambda: seen.append(fake_vllm.paths()[-1])) as box:
         assert fake_vllm.asleep == {"weights", "kv_cache"}  # the learner steps while it sleeps
     assert seen == ["/sleep"]  # after_step (empty_cache) runs before anything wakes
-    calls = [(p, q) for p, q in fake_vllm.queries]
+    calls = fake_vllm.calls()
     assert calls == [("/sleep", {"level": ["1"]}), ("/wake_up", {"tags": ["weights"]}),
                      ("/collective_rpc", {}), ("/reset_prefix_cache", {}),
                      ("/wake_up", {"tags": ["kv_cache"]}), ("/is_sleeping", {})]
     assert box["sync"]["mode"] == "filesystem" and not fake_vllm.sleeping
+    assert box["sync"]["wake_weights_s"] >= 0 and box["sync"]["wake_kv_cache_s"] >= 0
 
 
 def test_a_failed_step_wakes_the_server_with_its_old_weights(fake_vllm, tiny_model):
@@ -469,3 +470,29 @@ def test_a_dead_data_parallel_server_is_one_clear_error(two_fakes):
     eng = VLLMEngine(VLLMEngineConfig(base_url=[a.url, url], model=a.model))
     with pytest.raises(ServerUnreachable, match=url.replace(".", r"\.")):
         eng.generate(["x", "y"], 1, SamplingParams(max_new_tokens=2))
+
+
+def test_the_loops_colocated_turn_sleeps_steps_then_push_wakes_weights_syncs_kv(fake_vllm,
+                                                                               tiny_model):
+    """VLLMSetup.learner_turn + push, the loop's use of the protocol above (stages.update)."""
+    from types import SimpleNamespace
+
+    from selfplay_core.loop.engine_setup import VLLMSetup
+
+    eng = engine_for(fake_vllm, weight_sync="filesystem", served_model_dir=fake_vllm.served_dir)
+    setup = SimpleNamespace(colocated=True, asleep=False, engine=eng,
+                            _sync_metrics=VLLMSetup._sync_metrics)
+    with VLLMSetup.learner_turn(setup):
+        assert fake_vllm.asleep == {"weights", "kv_cache"} and setup.asleep
+    metrics = VLLMSetup.push(setup, tiny_model, None)
+    assert [p for p, _ in fake_vllm.calls()] == ["/sleep", "/wake_up", "/collective_rpc",
+                                                 "/reset_prefix_cache", "/wake_up", "/is_sleeping"]
+    assert not fake_vllm.sleeping and not setup.asleep
+    assert {"engine/wake_weights_s", "engine/wake_kv_cache_s", "engine/weight_sync_s",
+            "engine/weight_version"} <= set(metrics)
+    # A server placement (or an awake server) is only synced.
+    setup.colocated = False
+    with VLLMSetup.learner_turn(setup):
+        pass
+    assert set(VLLMSetup.push(setup, tiny_model, None)) == {"engine/weight_sync_s",
+                                                            "engine/weight_version"}
