@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from selfplay_core.engines.gpu_config import GPUConfig
 from selfplay_core.roles.common import Rejection
-from selfplay_core.rl.learner import LearnerConfig
+from selfplay_core.rl.config import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
 
 
@@ -345,7 +345,8 @@ class RunConfig(_Frozen):
                            max_prompt_len=1024,
                            max_completion_len=max(self.engine.max_new_tokens_student,
                                                   self.engine.max_new_tokens_teacher),
-                           micro_batch_size=self.learner.micro_batch_size)
+                           micro_batch_size=self.learner.micro_batch_size,
+                           logits_chunk_tokens=self.learner.logits_chunk_tokens)
         return resolve_plan(self.gpu, QWEN25_CODER[self.plan.model_shape], batch)
 
 

@@ -28,8 +28,9 @@ the worker rebuilds each tensor on its own device index and loads it through the
 `load_weights` (checkpoint names, as `named_parameters` gives them). The learner's tensors must
 stay alive until `/finish_weight_update` has returned.
 
-A peft model is merged for the duration of a push (`merged_tensors`) and unmerged after, so the
-server receives W + BA under the base checkpoint's names; nothing is cloned.
+A peft model's adapted weights are merged out of place (rl.lora: W + s B A in float32, rounded
+once; the frozen base is never written), under the base checkpoint's names; streaming transports
+(NCCL, the HF engine) hold one merged tensor at a time, IPC all of them for the transfer.
 
 Tied embeddings (Qwen2.5 0.5B-3B, the toy model): vLLM's in-place reload (layerwise, 0.31/0.32,
 used by reload_weights and the weight-transfer routes) gives the embedding a new parameter and
@@ -124,17 +125,40 @@ def _check_unsharded(name, p) -> None:
 
 
 def _named_tensors(model) -> Iterator[tuple[str, Any]]:
-    """The tensors under checkpoint names (peft: base names; call with the adapter merged),
-    plus the output embedding of a tied model under its own name (see the module docstring)."""
+    """The tensors under checkpoint names, one at a time, plus the output embedding of a tied
+    model under its own name (see the module docstring). A peft model's adapted weights are
+    merged out of place as they are asked for (rl.lora.merged_tensors: the frozen base is only
+    read, and a streaming consumer holds one merged tensor at a time)."""
     base = model.get_base_model() if is_peft(model) else model
     for name, p in base.named_parameters():
-        if "lora_" in name or ".original_module." in name:
-            continue
         _check_unsharded(name, p)
-        yield name.replace(".base_layer.", ".").replace(".modules_to_save.default.", "."), p.data
+    if is_peft(model):
+        from selfplay_core.rl.lora import merged_tensors as lora_merged
+
+        yield from lora_merged(model)
+    else:
+        for name, p in model.named_parameters():
+            yield name, p.data
     tied = tied_output_name(base)
     if tied is not None:
         yield tied, base.get_output_embeddings().weight.data
+
+
+def sync_tensor_specs(model) -> list[tuple[str, Any, list[int]]]:
+    """(name, dtype, shape) of every tensor `_named_tensors` yields, in order, computing
+    nothing (what a streaming transport announces before it sends)."""
+    base = model.get_base_model() if is_peft(model) else model
+    if is_peft(model):
+        from selfplay_core.rl.lora import merged_tensor_specs
+
+        specs = [(n, d, list(s)) for n, d, s in merged_tensor_specs(model)]
+    else:
+        specs = [(n, p.dtype, list(p.shape)) for n, p in model.named_parameters()]
+    tied = tied_output_name(base)
+    if tied is not None:
+        w = base.get_output_embeddings().weight
+        specs.append((tied, w.dtype, list(w.shape)))
+    return specs
 
 
 def tied_output_name(model) -> str | None:
@@ -148,26 +172,17 @@ def tied_output_name(model) -> str | None:
 
 @contextmanager
 def merged_tensors(model):
-    """(name, tensor) pairs under the names vLLM loads from a HF checkpoint, valid until the
-    block ends: a peft model is merged (W + BA in place, no copy) for the block and unmerged
-    after, its adapter tensors skipped and `base_layer.` / `modules_to_save.default.` dropped
-    from the names. Sharded parameters (DeepSpeed ZeRO-3, FSDP DTensors) are refused: they must
-    be gathered on one rank first."""
-    if not is_peft(model):
-        yield list(_named_tensors(model))
-        return
-    model.merge_adapter()
-    try:
-        yield list(_named_tensors(model))
-    finally:
-        model.unmerge_adapter()
+    """All sync tensors at once, as a list valid until the block ends (a consumer that needs
+    them together: IPC handles, a dict). For a peft model the adapted weights are merged copies
+    (one per adapted projection); the frozen base is never written."""
+    yield list(_named_tensors(model))
 
 
 def iter_sync_tensors(model) -> Iterator[tuple[str, Any]]:
-    """`merged_tensors` as a generator: a peft tensor is the merged weight only until the
-    iteration ends, so consume each tensor before asking for the next."""
-    with merged_tensors(model) as pairs:
-        yield from pairs
+    """(name, tensor) pairs under the names vLLM loads from a HF checkpoint, made one at a time
+    (a streaming consumer holds one merged LoRA tensor at a time). Sharded parameters
+    (DeepSpeed ZeRO-3, FSDP DTensors) are refused: they must be gathered on one rank first."""
+    yield from _named_tensors(model)
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".safetensors.index.json", ".bin.index.json")
@@ -507,17 +522,22 @@ class NcclSync(WeightTransport):
 
     def push(self, model, tokenizer, servers):
         clients = [self._client(srv, i) for i, srv in enumerate(servers)]
-        with merged_tensors(model) as pairs:
-            meta = [(n, str(t.dtype).removeprefix("torch."), list(t.shape)) for n, t in pairs]
+        meta = [(n, str(d).removeprefix("torch."), s) for n, d, s in sync_tensor_specs(model)]
 
-            def push_all():
-                self._set_device()  # this thread, not only the one that opened the group
-                for client in clients:
-                    with client.weight_update():
-                        client.update_named_params(meta, iter(pairs))
-                return sum(t.numel() * t.element_size() for _, t in pairs)
+        def push_all():
+            self._set_device()  # this thread, not only the one that opened the group
+            sent = 0
+            for client in clients:
+                def stream():  # merged LoRA tensors are made one at a time as the client sends
+                    nonlocal sent
+                    for name, t in iter_sync_tensors(model):
+                        sent += t.numel() * t.element_size()
+                        yield name, t
+                with client.weight_update():
+                    client.update_named_params(meta, stream())
+            return sent / max(1, len(clients))
 
-            n_bytes = run_bounded(push_all, self.settings.sync_timeout_s, "NCCL weight update")
+        n_bytes = run_bounded(push_all, self.settings.sync_timeout_s, "NCCL weight update")
         return {"bytes": float(n_bytes)}
 
     def close(self) -> None:

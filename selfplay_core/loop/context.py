@@ -33,6 +33,20 @@ def resolve_model_dir(cfg: RunConfig) -> Path:
     return Path(cfg.model.path)
 
 
+def _learner_setup(cfg: RunConfig, policy):
+    """The model to train and the Learner's keyword arguments, from the GPU plan: dtype,
+    precision, gradient checkpointing and LoRA of the model, its Accelerator, how AdamW stores
+    bf16 updates, and whether each step releases the CUDA cache for a colocated vLLM server."""
+    from selfplay_core.rl.gpu import low_precision_rounding, make_accelerator, prepare_for
+
+    if cfg.gpu is None:
+        return policy, {"low_precision": low_precision_rounding(None)}
+    colocated = cfg.engine.backend == "vllm" and cfg.gpu.vllm_placement == "colocated"
+    return prepare_for(policy, cfg.gpu), {"accelerator": make_accelerator(cfg.gpu),
+                                          "low_precision": low_precision_rounding(cfg.gpu),
+                                          "release_cuda_cache": colocated}
+
+
 class RunContext:
     def __init__(self, cfg: RunConfig, run_dir: str | Path, state: RunState | None = None,
                  executor=None, model_dir: str | Path | None = None):
@@ -43,6 +57,9 @@ class RunContext:
         from selfplay_core.rl.learner import Learner
         from selfplay_core.sandbox import Executor
 
+        from selfplay_core.engines.gpu_config import refuse_distributed_launch
+
+        refuse_distributed_launch()  # one process runs the loop; every rank would otherwise
         self.config = cfg
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -67,12 +84,8 @@ class RunContext:
             self.engine = E.make_hf_engine(cfg, self.model_dir)
             self.tokenizer = self.engine.tokenizer
         policy = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=dtype)
-        accelerator = None
-        if cfg.gpu is not None:  # dtype/precision, gradient checkpointing, LoRA of the GPU plan
-            from selfplay_core.rl.gpu import make_accelerator, prepare_for
-            policy, accelerator = prepare_for(policy, cfg.gpu), make_accelerator(cfg.gpu)
-        self.learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(self.tokenizer),
-                               accelerator=accelerator)
+        policy, setup = _learner_setup(cfg, policy)
+        self.learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(self.tokenizer), **setup)
         trainer_state = self.model_dir / "trainer_state.pt"
         if self.state.last_checkpoint and trainer_state.exists():
             saved = torch.load(trainer_state, weights_only=False)
@@ -175,11 +188,10 @@ class RunContext:
         model = self.learner.unwrapped
         if self._vllm is not None:
             return self._vllm.push(model, self.tokenizer)
-        from selfplay_core.engines.weight_sync import is_peft, merged_tensors
+        from selfplay_core.engines.weight_sync import is_peft, iter_sync_tensors
 
-        if is_peft(model):  # the merged tensors under the base names, copied while still merged
-            with merged_tensors(model) as pairs:
-                self.engine.load_weights(dict(pairs))
+        if is_peft(model):  # merged tensors under the base names, made one at a time
+            self.engine.load_weights(iter_sync_tensors(model))
         else:
             self.engine.load_weights(model.state_dict())
         return {}

@@ -14,8 +14,10 @@ starts, and handed new weights after every learner update.
   process, under accelerate) pushes its weights through one transport of
   `engines/weight_sync.py` (`choose_transport` says which and why: ipc for a server colocated on
   the learner's GPU, nccl where TRL's client runs, lora for a LoRA learner, else filesystem).
-  With `gpu.vllm_placement: colocated` the server sleeps (level 1) during the learner's steps
-  and wakes weights -> sync -> KV cache after them. On resume the servers first receive the
+  With `gpu.vllm_placement: colocated` the server runs on the learner's GPU with
+  `--enable-sleep-mode` and the memory share the plan sized for the learner's steady state; it
+  sleeps (level 1) during the learner's steps and wakes weights -> sync -> KV cache after them
+  (`VLLMSetup.learner_turn` + `push`). On resume the servers first receive the
   checkpoint's weights.
 """
 
@@ -255,8 +257,10 @@ class VLLMSetup:
 
 
 def serve_options(cfg, model: str, mode: str, index: int = 0):
-    """ServeOptions of server `index`: a GPU plan's share of the rollout GPUs (tp each; a
-    colocated server gets the learner's GPU and sleep mode), or a CPU server."""
+    """ServeOptions of the server at engine.vllm_url[index] that the run launches: a GPU plan's
+    share of the rollout GPUs (tp each; a colocated server gets the learner's GPU and sleep mode)
+    with the memory share the plan sized and a LoRA rank vLLM accepts, or a CPU server."""
+    from selfplay_core.engines.gpu_config import vllm_lora_rank
     from selfplay_core.engines.vllm_server import ServeOptions
 
     gpu = cfg.gpu
@@ -271,9 +275,9 @@ def serve_options(cfg, model: str, mode: str, index: int = 0):
     mine = rollout[index * tp:(index + 1) * tp] if rollout else None
     return ServeOptions(**where, gpus=",".join(map(str, mine)) if mine else None,
                         tensor_parallel_size=tp,
-                        gpu_memory_utilization=gpu.gpu_memory_utilization,
+                        gpu_memory_utilization=plan.vllm_memory_utilization,
                         max_model_len=gpu.max_model_len, dtype=gpu.dtype,
-                        max_lora_rank=gpu.lora.r if gpu.lora else 16,
+                        max_lora_rank=vllm_lora_rank(gpu.lora.r) if gpu.lora else 16,
                         enable_sleep_mode=gpu.vllm_placement == "colocated")
 
 

@@ -308,6 +308,8 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
 
             sp = SamplingParams(temperature=cfg.engine.temperature, top_p=cfg.engine.top_p,
                                 max_new_tokens=cfg.engine.max_new_tokens_student, seed=w.seed)
+            log.info("goalpost mining: %d candidates, pass@%d = 0 wanted (first run from this "
+                     "model; cached in %s)", len(pool), w.goalpost_k, cache.parent)
             res = mine_goalposts(list(pool.values()), [engine_solver(engine, executor, sp)],
                                  k=w.goalpost_k, chunk=16,
                                  progress=lambda m: log.info("goalpost mining: %s", m))
