@@ -2,7 +2,7 @@
 
 The same GASP run on the embedded default (same config, seeds and engine), once with every
 update in line and once with iteration t's update running while iteration t+1 generates
-(loop/overlap.py). Prints the mean iteration time of each, the speed-up, and held-out pass@1 /
+(overlap.py). Prints the mean iteration time of each, the speed-up, and held-out pass@1 /
 pass@8 per iteration for both (DESIGN §5: seed-to-seed spread ~0.03 on held-out pass@1, so one
 seed per arm tells apart only differences larger than that).
 

@@ -42,7 +42,7 @@ def workloads(k: int) -> list[tuple[str, list[str], tuple[str, ...], int]]:
     from selfplay_core.roles.student import STOP
     from selfplay_core.roles.teacher import STOP as TEACHER_STOP
     from selfplay_core.roles.teacher import teacher_prompt
-    from selfplay_core.toyworld.evaluate import student_prompt_for
+    from selfplay_core.solve import student_prompt_for
     from selfplay_core.toyworld.splits import build_world
 
     problems = build_world(0).eval.problems

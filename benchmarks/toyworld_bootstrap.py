@@ -45,7 +45,8 @@ def main() -> int:
     from selfplay_core.goalposts import engine_solver, mine_goalposts
     from selfplay_core.sandbox import Executor, SandboxConfig
     from selfplay_core.toyworld.bootstrap import BootstrapConfig, bootstrap_toy_model
-    from selfplay_core.toyworld.evaluate import pass_by_depth, solve, teacher_validity
+    from selfplay_core.solve import solve
+    from selfplay_core.toyworld.diagnostics import pass_by_depth, teacher_validity
     from selfplay_core.toyworld.metrics import mean_pass_at_k
     from selfplay_core.toyworld.model import n_parameters
     from selfplay_core.toyworld.pg import PGSettings, policy_gradient

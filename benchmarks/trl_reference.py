@@ -42,13 +42,13 @@ def trl(iterations: int, out: str) -> list[tuple[int, float]]:
     from selfplay_core.config import load_config
     from selfplay_core.engines.base import SamplingParams
     from selfplay_core.engines.hf import HFEngine
-    from selfplay_core.loop import stages as S
+    from selfplay_core import stages as S
     from selfplay_core.loop.context import resolve_model_dir
-    from selfplay_core.loop.records import IterationLog
+    from selfplay_core.records import IterationLog
     from selfplay_core.problems import Sample
     from selfplay_core.roles.student import STOP, parse_student
     from selfplay_core.sandbox import Executor
-    from selfplay_core.toyworld.evaluate import student_prompt_for
+    from selfplay_core.solve import student_prompt_for
     from selfplay_core.toyworld.splits import build_world
 
     cfg = load_config(ROOT / "configs" / "rlvr-tiny-cpu.yaml", [f"iterations={iterations}"])

@@ -27,12 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from selfplay_core.engines.errors import EngineError
     from selfplay_core.problems import InputError
     from selfplay_core.sandbox.backends import SandboxUnavailable
 
     try:
         return int(args.func(args) or 0)
-    except (CLIError, InputError, SandboxUnavailable) as e:
+    except (CLIError, InputError, SandboxUnavailable, EngineError) as e:
         print(f"selfplay {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -117,7 +117,7 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
         bar = progress.add_task("self-play", total=cfg.iterations)
 
         def on_stage(name: str) -> None:
-            progress.update(bar, description=f"{cfg.method}: {name}")
+            progress.update(bar, description=f"{cfg.method.name}: {name}")
 
         if args.no_prefect:
             from selfplay_core.loop.driver import direct, run_selfplay
@@ -147,7 +147,7 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
                 stage_listeners.remove(on_stage)
                 iteration_listeners.remove(on_iteration)
                 _quiet_prefect_at_exit()
-        progress.update(bar, completed=cfg.iterations, description=f"{cfg.method}: done")
+        progress.update(bar, completed=cfg.iterations, description=f"{cfg.method.name}: done")
     return result
 
 
@@ -223,7 +223,7 @@ def _print_summary(result: dict, cfg) -> None:
     print(metrics_table(hist))
     print()
     samples = cfg.eval.n * cfg.eval.max_problems if cfg.eval.max_problems else None
-    for line in describe_run(hist, samples_per_eval=samples, method=cfg.method):
+    for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name):
         print(line)
     print()
     uri = result["tracking_uri"]

@@ -16,6 +16,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from selfplay_core.values import from_json_obj, to_json_obj
+
 Embedder = Callable[[list[str]], np.ndarray]
 
 
@@ -58,14 +60,12 @@ class BufferItem:
         return self.extra.get("text") or f"{self.question}\n{self.code}"
 
     def to_json(self) -> dict:
-        from selfplay_core.sandbox.worker import _plain
         d = asdict(self)
-        d["inputs"], d["outputs"] = _plain(self.inputs), _plain(self.outputs)
+        d["inputs"], d["outputs"] = to_json_obj(self.inputs), to_json_obj(self.outputs)
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "BufferItem":
-        from selfplay_core.sandbox.worker import from_json_obj
         d = dict(d)
         d["inputs"], d["outputs"] = from_json_obj(d["inputs"]), from_json_obj(d["outputs"])
         return cls(**d)

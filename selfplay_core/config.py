@@ -1,18 +1,28 @@
 """Run configuration: frozen pydantic models loaded from YAML, with `--set key=value`
-overrides, validated once before anything starts. Errors name the key."""
+overrides, validated once before anything starts. Errors name the key.
+
+The defaults are the embedded default run, `configs/tiny-cpu.yaml` (GASP on the toy world with
+the bootstrapped tiny model; tests/test_config.py checks that both agree). The `method:` section
+is the selected method's own config class (`methods.<name>`), chosen by its `name`; `method: azr`
+is short for `method: {name: azr}`.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from selfplay_core.engines.gpu_config import GPUConfig
-from selfplay_core.roles.common import Rejection
+from selfplay_core.engines.gpu_config import QWEN25_CODER, BatchShape, GPUConfig, resolve_plan
+from selfplay_core.methods import MethodConfig, registered
 from selfplay_core.rl.config import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
+from selfplay_core.storage.config import parse_uri
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -47,7 +57,7 @@ class EngineConfig(_Frozen):
     temperature: float = Field(1.0, ge=0)
     # The teacher's own temperature (None: `temperature`). A tiny model writes faithful
     # proposals (text matching code) far more often when sampled colder.
-    teacher_temperature: float | None = Field(None, ge=0)
+    teacher_temperature: float | None = Field(0.4, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens_student: int = Field(96, ge=1)
     max_new_tokens_teacher: int = Field(192, ge=1)
@@ -105,7 +115,7 @@ class WorldConfig(_Frozen):
     eval_sets: tuple[str, ...] = ("lcb",)    # lcb, humanevalplus (humaneval+), mbppplus (mbpp+)
     prompt_template: str | None = None       # real problems: plain | instruct | FILE (default per set)
     goalpost_k: int = Field(64, ge=1)        # mined goalposts have pass@k = 0 for the base model
-    max_goalposts: int | None = Field(None, ge=1)
+    max_goalposts: int | None = Field(40, ge=1)
     # Mine from a subset of the pool (None: all of it).
     max_goalpost_candidates: int | None = Field(None, ge=1)
     # A goalpost-set JSON written by mining (run_dir/goalposts.json): use it instead of mining.
@@ -137,29 +147,19 @@ class WorldConfig(_Frozen):
 
 
 class TeacherConfig(_Frozen):
-    goalposts_per_iteration: int = Field(8, ge=1)
-    proposals_per_anchor: int = Field(2, ge=1)
+    """The proposer role, whichever method prompts it: the described-task gate and penalties."""
+
     axes: tuple[Literal["f", "io"], ...] = ("f", "io")
-    lemma_band: tuple[float, float] = (0.3, 0.7)
-    lift_band: tuple[float, float] = (0.1, 0.5)
-    out_of_band: float = -0.5
     format_penalty: float = -1.0             # unparseable proposal
     invalid_penalty: float = -0.5            # parsed but rejected by validation
     rejection_sampling: bool = True          # near-duplicate gate against the buffers
     similarity_threshold: float = Field(0.95, gt=0, le=1)
-    # Ablations: None = lemma -> lift; "medium"/"hard" = one step straight from the goalpost
-    # with the lemma / lift band.
-    one_step: Literal["medium", "hard"] | None = None
     min_inputs: int = Field(4, ge=1)
     max_inputs: int = Field(10, ge=1)
     require_distinct_outputs: int = Field(2, ge=1)
 
     @model_validator(mode="after")
     def _check(self):
-        for name in ("lemma_band", "lift_band"):
-            lo, hi = getattr(self, name)
-            if not 0.0 <= lo <= hi <= 1.0:
-                raise ValueError(f"teacher.{name} must satisfy 0 <= low <= high <= 1, got {(lo, hi)}")
         if not self.axes:
             raise ValueError("teacher.axes must name at least one axis (f, io)")
         if self.min_inputs > self.max_inputs:
@@ -196,40 +196,11 @@ class StudentConfig(_Frozen):
         return self
 
 
-class AZRConfig(_Frozen):
-    # deduction: program + input -> output; abduction: program + output -> an input;
-    # induction: description + examples -> program. The toy model was bootstrapped on
-    # induction-like tasks only and writes no values, so the toy default is induction alone;
-    # configs/azr-full.yaml (GPU) runs all three.
-    task_types: tuple[Literal["deduction", "abduction", "induction"], ...] = ("induction",)
-    references: int = Field(6, ge=0)         # K reference triplets from the buffer per prompt
-    proposals_per_iteration: int = Field(16, ge=1)   # per task type
-    extreme_reward: float = -0.5             # learnability at p in {0, 1} (AZR paper: 0)
-    # A deduction/abduction proposal whose input or output literal is longer than this is
-    # rejected (a student could not write it back).
-    max_literal_chars: int = Field(400, ge=8, le=2000)
-    # The input of the identity triplet that seeds the deduction/abduction buffers (a Python
-    # literal; the AZR paper uses 'Hello World', the toy world's programs take lists of ints).
-    seed_input: str = "[1, 2, 3]"
-
-    @model_validator(mode="after")
-    def _check(self):
-        if not self.task_types:
-            raise ValueError("azr.task_types must name at least one of deduction, abduction, induction")
-        if len(set(self.task_types)) != len(self.task_types):
-            raise ValueError(f"azr.task_types has a repeated type: {list(self.task_types)}")
-        from selfplay_core.roles.azr import parse_literal
-        if isinstance(parse_literal(self.seed_input, max_chars=self.max_literal_chars), Rejection):
-            raise ValueError(f"azr.seed_input must be a Python literal of at most "
-                             f"{self.max_literal_chars} characters, got {self.seed_input!r}")
-        return self
-
-
 class EvalConfig(_Frozen):
     every: int = Field(1, ge=1)              # iterations between held-out evaluations
     n: int = Field(8, ge=1)
     ks: tuple[int, ...] = (1, 8)
-    max_problems: int | None = Field(None, ge=1)
+    max_problems: int | None = Field(60, ge=1)
     goalpost_every: int = Field(2, ge=1)
     goalpost_k: int = Field(16, ge=1)        # k = 100 on GPU (paper); smaller on the toy default
 
@@ -256,7 +227,6 @@ class TrackingConfig(_Frozen):
     def _store_uri(cls, v: str | None) -> str | None:
         if v in (None, ""):
             return None
-        from selfplay_core.storage.config import parse_uri
         parse_uri(v)  # StorageConfigError (a ValueError) saying what is wrong
         return v
 
@@ -274,44 +244,90 @@ class GPUPlanConfig(_Frozen):
     model_shape: str = Field("7b", description="a Qwen2.5-Coder shape: 0.5b, 1.5b, 7b")
 
 
+def _method_section():
+    """The union of the registered methods' config classes, told apart by `name`."""
+    configs = tuple(dict.fromkeys(cls.Config for cls in registered().values()))
+    return Annotated[Union[configs], Field(discriminator="name")]  # noqa: UP007 - built at run time
+
+
+MethodSection = _method_section()
+# Sections whose value is a method-like union: `key: NAME` means `key: {name: NAME}`, and a file
+# that extends another replaces (rather than merges) such a section when it names another one.
+UNION_SECTIONS = ("method",)
+# Keys of older configs (teacher.* / azr.* / advantage) that are now fields of the method
+# section: read from there, with a warning, into the method when it has the field.
+_LEGACY_TEACHER_KEYS = ("goalposts_per_iteration", "proposals_per_anchor", "lemma_band",
+                        "lift_band", "out_of_band", "one_step")
+
+
 class RunConfig(_Frozen):
-    method: Literal["gasp", "azr", "rlvr", "gasp+rlvr"] = "gasp"
+    method: MethodSection = registered()["gasp"].Config()
     seed: int = 0
-    iterations: int = Field(6, ge=1)
+    iterations: int = Field(12, ge=1)
     # Optimizer steps per iteration over the same rollouts (PPO epochs; the ratio clip keeps
-    # later steps close to the sampling policy). AZR/GASP use 1.
-    updates_per_iteration: int = Field(1, ge=1)
+    # later steps close to the sampling policy). AZR/GASP use 1; 4 is the toy default.
+    updates_per_iteration: int = Field(4, ge=1)
     # Generate iteration t+1's rollouts while iteration t's update runs (one step off-policy,
-    # corrected by the importance ratio; loop/overlap.py).
+    # corrected by the importance ratio; overlap.py).
     overlap_generation: bool = False
     out_dir: str = "runs"
-    advantage: Literal["trr++", "grpo", "dr_grpo"] = "trr++"
     model: ModelConfig = ModelConfig()
     engine: EngineConfig = EngineConfig()
     world: WorldConfig = WorldConfig()
     teacher: TeacherConfig = TeacherConfig()
     student: StudentConfig = StudentConfig()
-    azr: AZRConfig = AZRConfig()
     learner: LearnerConfig = LearnerConfig(lr=2e-4, micro_batch_size=32, max_grad_norm=1.0)
     eval: EvalConfig = EvalConfig()
-    sandbox: SandboxConfig = SandboxConfig()
-    tracking: TrackingConfig = TrackingConfig()
+    sandbox: SandboxConfig = SandboxConfig(workers=2)
+    tracking: TrackingConfig = TrackingConfig(experiment="selfplay-toy")
     flow: FlowConfig = FlowConfig()
     # GPU deployment (engines.gpu_config.GPUConfig); None on the CPU default.
     gpu: GPUConfig | None = None
     plan: GPUPlanConfig = GPUPlanConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _method_shorthand_and_legacy_keys(cls, data):
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        given = "method" in data
+        method = data.get("method", {"name": cls.model_fields["method"].default.name})
+        if isinstance(method, str):
+            method = {"name": method}
+        if not isinstance(method, dict):
+            return data  # validation names what is wrong with it
+        method = {"name": cls.model_fields["method"].default.name, **method}
+        legacy: dict[str, Any] = {}
+        teacher = data.get("teacher")
+        if isinstance(teacher, dict) and any(k in teacher for k in _LEGACY_TEACHER_KEYS):
+            legacy.update({f"teacher.{k}": teacher[k] for k in _LEGACY_TEACHER_KEYS if k in teacher})
+            data["teacher"] = {k: v for k, v in teacher.items() if k not in _LEGACY_TEACHER_KEYS}
+        if isinstance(data.get("azr"), dict):
+            legacy.update({f"azr.{k}": v for k, v in data.pop("azr").items()})
+        if "advantage" in data:
+            legacy["advantage"] = data.pop("advantage")
+        if legacy:
+            name = method.get("name", "gasp")
+            known = registered().get(name)
+            fields = known.Config.model_fields if known is not None else {}
+            moved = {k: v for k, v in legacy.items() if k.rsplit(".", 1)[-1] in fields}
+            for k, v in moved.items():   # the old spelling was given later (an override): it wins
+                method[k.rsplit(".", 1)[-1]] = v
+            dropped = sorted(set(legacy) - set(moved))
+            log.warning("config: %s are now keys of the method section (method.<key>)%s",
+                        ", ".join(sorted(legacy)),
+                        f"; {', '.join(dropped)} ignored: not options of method {name}" if dropped else "")
+        if given or legacy:
+            data["method"] = method
+        return data
 
     @model_validator(mode="after")
     def _combinations(self):
         if self.gpu is not None and self.gpu.engine != self.engine.backend:
             raise ValueError(f"gpu.engine ({self.gpu.engine}) must match engine.backend "
                              f"({self.engine.backend})")
-        if self.method == "rlvr" and self.student.real_tasks_per_iteration == 0:
-            raise ValueError("method rlvr trains on real tasks only: set "
-                             "student.real_tasks_per_iteration > 0")
-        if self.method == "gasp+rlvr" and self.student.real_tasks_per_iteration == 0:
-            raise ValueError("method gasp+rlvr mixes real tasks in: set "
-                             "student.real_tasks_per_iteration > 0")
+        self.method.check(self)
         gpu = self.gpu
         if self.overlap_generation and gpu is not None and gpu.vllm_placement == "colocated" \
                 and gpu.engine == "vllm":
@@ -334,8 +350,6 @@ class RunConfig(_Frozen):
 
     def resolved_plan(self):
         """Processes, GPUs per role, batch shapes and expected memory of a GPU deployment."""
-        from selfplay_core.engines.gpu_config import QWEN25_CODER, BatchShape, resolve_plan
-
         if self.gpu is None:
             return None
         if self.plan.model_shape not in QWEN25_CODER:
@@ -357,6 +371,8 @@ def _set_path(d: dict, dotted: str, value: Any, where: str) -> None:
     cur = d
     for k in keys[:-1]:
         nxt = cur.setdefault(k, {})
+        if cur is d and k in UNION_SECTIONS and isinstance(nxt, str):
+            nxt = cur[k] = {"name": nxt}   # `method: azr` + `method.references=3`
         if not isinstance(nxt, dict):
             raise ConfigError(f"{where}: cannot set {dotted!r}: {k!r} is not a section")
         cur = nxt
@@ -380,20 +396,31 @@ def parse_override(text: str) -> tuple[str, Any]:
 def _format(e: ValidationError, where: str) -> str:
     parts = []
     for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-after"))
+        loc = [str(x) for x in err["loc"] if not str(x).startswith("function-after")]
+        if len(loc) > 1 and loc[0] in UNION_SECTIONS and loc[1] in registered():
+            del loc[1]   # the union's tag: `method.task_types`, not `method.azr.task_types`
+        loc = ".".join(loc)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
+        elif err["type"] == "union_tag_invalid":
+            msg = (f"unknown method {err['ctx']['tag']!r}; one of {', '.join(registered())}")
         elif err["type"] not in ("value_error",) and "input" in err:
             msg = f"{msg} (got {err['input']!r})"
         parts.append(f"{loc}: {msg}" if loc else msg)
     return f"{where}: " + "; ".join(parts)
 
 
-def _merge(base: dict, over: dict) -> dict:
+def _merge(base: dict, over: dict, top: bool = True) -> dict:
     out = dict(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        if top and k in UNION_SECTIONS and isinstance(v, str):
+            v = {"name": v}
+        if top and k in UNION_SECTIONS and isinstance(v, dict) and isinstance(out.get(k), dict) \
+                and v.get("name", out[k].get("name")) != out[k].get("name"):
+            out[k] = v   # another method: its own section, not a mix of both
+        else:
+            out[k] = _merge(out[k], v, False) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 

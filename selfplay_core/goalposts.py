@@ -9,10 +9,13 @@ A solver is any callable `(problems, n) -> list[int]` (passes out of n per probl
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from selfplay_core.problems import Problem
+from selfplay_core.solve import solve
 
 Solver = Callable[[list[Problem], int], list[int]]
 
@@ -63,11 +66,6 @@ def mine_goalposts(candidates: Sequence[Problem], solvers: Sequence[Solver], k: 
 
 def engine_solver(engine, executor, sampling) -> Solver:
     """A solver from an engine (student prompt from each problem's text) and the executor."""
-    from selfplay_core.toyworld.evaluate import solve
-
-    import dataclasses
-    import itertools
-
     calls = itertools.count()
 
     def run(problems: list[Problem], n: int) -> list[int]:

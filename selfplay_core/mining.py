@@ -18,8 +18,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from selfplay_core.engines.base import SamplingParams
+from selfplay_core.engines.hf import HFEngine
+from selfplay_core.goalposts import engine_solver, mine_goalposts
+from selfplay_core.loop.worlds import weights_key
 from selfplay_core.problems import InputError
+from selfplay_core.sandbox import Executor
 from selfplay_core.sandbox.config import SandboxConfig
+from selfplay_core.toyworld.bootstrap import cache_root, default_model_dir
+from selfplay_core.toyworld.splits import build_world
+from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
 
 # The sampling a self-play run mines with (RunContext._goalposts: engine defaults, chunk 16,
 # seed = world seed); only a set mined this way may stand in for the run's own mining.
@@ -55,22 +63,17 @@ class GoalpostMiningConfig(BaseModel):
 
 
 def model_weights_hash(model_dir: str | Path) -> str:
-    from selfplay_core.loop.worlds import weights_key
-
     return weights_key(model_dir)
 
 
 def goalpost_cache_path(model_dir: str | Path, world_seed: int, k: int) -> Path:
     """Where a self-play run on the toy world looks for its mined goalposts: the key
     `loop.worlds.select_goalposts` builds (weights hash, toy pool tag, k)."""
-    from selfplay_core.toyworld.bootstrap import cache_root
-
     return cache_root() / "goalposts" / f"{model_weights_hash(model_dir)}-w{world_seed}-k{k}.json"
 
 
 def resolve_model(model_path: str) -> Path:
     if model_path == "toy":
-        from selfplay_core.toyworld.bootstrap import default_model_dir
         try:
             return default_model_dir()
         except FileNotFoundError as e:
@@ -82,8 +85,6 @@ def resolve_model(model_path: str) -> Path:
 
 
 def candidates_for(cfg: GoalpostMiningConfig):
-    from selfplay_core.toyworld.splits import build_world
-
     pool = list(build_world(cfg.world_seed).goalpost_pool.problems)
     if cfg.max_candidates and cfg.max_candidates < len(pool):
         pool = sorted(random.Random(f"mine-subset:{cfg.world_seed}").sample(pool, cfg.max_candidates),
@@ -93,10 +94,6 @@ def candidates_for(cfg: GoalpostMiningConfig):
 
 def mine(cfg: GoalpostMiningConfig, model_dir: Path, executor, log=lambda m: None) -> dict:
     """Mine and return the goalpost set (JSON-ready)."""
-    from selfplay_core.engines.base import SamplingParams
-    from selfplay_core.engines.hf import HFEngine
-    from selfplay_core.goalposts import engine_solver, mine_goalposts
-
     t0 = time.perf_counter()
     engine = HFEngine(str(model_dir), batch_size=cfg.batch_size)
     sp = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
@@ -132,9 +129,6 @@ def loop_compatible(cfg: GoalpostMiningConfig) -> bool:
 def run_mining(cfg: GoalpostMiningConfig, *, call=lambda name, fn, *a: fn(*a),
                log=lambda m: None) -> dict:
     """Mine (through `call`, a Prefect task in the flow), write the set, log it to MLflow."""
-    from selfplay_core.sandbox import Executor
-    from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
-
     model_dir = resolve_model(cfg.model_path)
     run_name = cfg.run_name or f"goalposts-{cfg.world}-w{cfg.world_seed}-k{cfg.k}-" \
                                f"{time.strftime('%Y%m%d-%H%M%S')}"

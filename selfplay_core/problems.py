@@ -3,7 +3,7 @@
 A `Problem` is what the executor verifies against: a test kind, an entry point and test cases
 whose expected values are held by the trusted parent only. A `Sample` is untrusted code.
 `SampleVerdict` is what comes back. Values inside tests use the executor's tagged JSON encoding
-(see `selfplay_core.sandbox.worker`), so tuples, sets and non-string dict keys survive a file.
+(`selfplay_core.values`), so tuples, sets and non-string dict keys survive a file.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from selfplay_core.values import from_json_obj, to_json_obj
 
 
 class Verdict(str, enum.Enum):
@@ -56,15 +58,13 @@ class TestCase:
     has_expected: bool = True
 
     def to_json(self) -> dict:
-        from selfplay_core.sandbox.worker import _plain
-
         d: dict[str, Any] = {}
         if self.stdin is not None:
             d["stdin"] = self.stdin
         else:
-            d["args"] = _plain(list(self.args or []))
+            d["args"] = to_json_obj(list(self.args or []))
         if self.has_expected:
-            d["expected"] = self.expected if self.stdin is not None else _plain(self.expected)
+            d["expected"] = self.expected if self.stdin is not None else to_json_obj(self.expected)
         return d
 
 
@@ -180,8 +180,6 @@ def _jsonl_rows(path):
 
 def problem_from_json(row: dict, where: str = "problem") -> Problem:
     """Build a Problem from a row of the problems JSONL contract; raises InputError."""
-    from selfplay_core.sandbox.worker import from_json_obj
-
     def need(key, types, default=...):
         if key not in row:
             if default is ...:

@@ -9,9 +9,9 @@ import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from selfplay_core.checkpoints import StateError, last_good_hint
 
-class StateError(RuntimeError):
-    """A missing or corrupt state/checkpoint file; the message names the file."""
+__all__ = ["RunState", "StateError", "load_state", "restore_rng", "save_state"]
 
 
 @dataclass
@@ -37,8 +37,11 @@ class RunState:
     history: list = field(default_factory=list)         # per-iteration key metrics (for prints)
     pending_samples: list = field(default_factory=list) # proposal rows of `iteration`, until logged
     # overlap_generation: `iteration`'s rollouts (with advantages), to be learnt while the next
-    # iteration generates (loop/overlap.py)
+    # iteration generates (overlap.py)
     pending_update: list = field(default_factory=list)
+    # What a method carries from one iteration to the next besides the buffers (JSON values,
+    # e.g. SGS's targets solved so far); saved and restored with the rest, so a resume continues it.
+    method_state: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -87,7 +90,6 @@ def load_state(path: str | Path) -> RunState:
 
 
 def _hint(run_dir: Path) -> str:
-    from selfplay_core.loop.checkpoints import last_good_hint
     return last_good_hint(run_dir)
 
 

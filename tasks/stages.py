@@ -19,8 +19,14 @@ stage_listeners: list[Callable[[str], None]] = []
 
 
 def as_task(name: str, fn: Callable, *args):
+    """Run `fn(*args)` as the Prefect task `name`. A bound method (a method's hook, e.g. a round's
+    `propose`) becomes a task of its function with the object as first argument, so one task
+    serves every iteration's round object."""
     for listener in stage_listeners:
         listener(name)
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        fn, args = fn.__func__, (owner, *args)
     key = (name, fn)
     t = _TASKS.get(key)
     if t is None:

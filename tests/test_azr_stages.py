@@ -1,15 +1,15 @@
 """The AZR deduction/abduction validation gate, through the real executor: each way a proposal
 can be unusable is rejected with its own reason, counted per task type."""
 
-from types import SimpleNamespace
-
 import pytest
 
 from selfplay_core.buffers import BufferItem, TaskBuffer
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core.methods.azr import Learnability
+from selfplay_core.methods.azr_triplets import TripletRound
+from selfplay_core.records import Anchor, IterationLog, Proposal
+from selfplay_core.run_context import RunContext
 
 
 def prop(text, i):
@@ -41,21 +41,21 @@ CASES = [
 
 @pytest.fixture
 def ctx(executor):
-    cfg = load_config(None, ["method=azr", "azr.task_types=[deduction]"])
+    cfg = load_config(None, ["method=azr", "method.task_types=[deduction]"])
     buffers = TaskBuffer(threshold=0.95)
     code = "def f(x):\n    return [v * 7 for v in x]\n"
     buffers.add(BufferItem("old", "azr_deduction", "", code, [[[1, 2, 3]]], [[7, 14, 21]],
                            extra={"text": code + "\n[1, 2, 3]"}))
     buffers.add(BufferItem("other", "azr_abduction", "", "def f(x):\n    return x[::-1]\n",
                            [[[4, 5]]], [[5, 4]], extra={"text": "def f(x):\n    return x[::-1]\n\n[4, 5]"}))
-    return SimpleNamespace(config=cfg, executor=executor, buffers=buffers,
-                           contamination=TaskBuffer(), engine=SimpleNamespace(), tokenizer=None)
+    return RunContext(cfg, executor=executor, buffers=buffers)
 
 
 def test_gate_rejects_each_unusable_proposal_by_reason(ctx):
     props = [prop(text, i) for i, (text, _) in enumerate(CASES)]
     log = IterationLog()
-    S.validate_triplets(ctx, "deduction", props, log)
+    rnd = TripletRound("deduction", len(CASES), ctx.config.method, Learnability(-0.5))
+    rnd.validate(ctx, props, log)
     got = [p.rejection for p in props]
     assert got == [why for _, why in CASES]
     ok = props[0].problem

@@ -12,15 +12,23 @@ ROOT_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 def test_defaults_are_the_embedded_toy_run():
     cfg = load_config()
-    assert cfg.method == "gasp" and cfg.model.path == "toy" and cfg.engine.backend == "hf"
+    assert cfg.method.name == "gasp" and cfg.model.path == "toy" and cfg.engine.backend == "hf"
     assert cfg.sandbox.backend == "local"
+
+
+def test_the_defaults_are_configs_tiny_cpu_yaml():
+    """One source of truth: `selfplay run` without --config runs what tiny-cpu.yaml says."""
+    assert load_config(None) == load_config(ROOT_CONFIGS / "tiny-cpu.yaml") == RunConfig()
+    cfg = load_config(None)   # the values that used to differ, spelled out
+    assert (cfg.iterations, cfg.updates_per_iteration, cfg.engine.teacher_temperature,
+            cfg.world.max_goalposts, cfg.eval.max_problems) == (12, 4, 0.4, 40, 60)
 
 
 def test_overrides_with_yaml_typed_values(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("method: azr\nlearner:\n  lr: 1.0e-5\n")
     cfg = load_config(f, ["learner.clip_eps=0.3", "teacher.axes=[f]", "iterations=3"])
-    assert cfg.method == "azr" and cfg.learner.lr == 1e-5 and cfg.learner.clip_eps == 0.3
+    assert cfg.method.name == "azr" and cfg.learner.lr == 1e-5 and cfg.learner.clip_eps == 0.3
     assert cfg.teacher.axes == ("f",) and cfg.iterations == 3
 
 
@@ -42,7 +50,12 @@ BAD = [
     (["iterations=many"], "iterations"),
     (["learner.lr=-1"], "learner.lr"),
     (["student.batch_size=12", "student.samples_per_task=8"], "student.batch_size (12) must be divisible"),
-    (["teacher.lemma_band=[0.8, 0.2]"], "teacher.lemma_band"),
+    (["method.lemma_band=[0.8, 0.2]"], "method: lemma_band must satisfy"),
+    (["method=nonsense"], "method: unknown method 'nonsense'; one of azr, gasp, gasp+rlvr, rlvr"),
+    (["method.references=3"], "method.references: unknown key"),          # an AZR key under gasp
+    (["method=azr", "method.lemma_band=[0.3, 0.7]"], "method.lemma_band: unknown key"),
+    (["method.advantage=ppo"], "method.advantage"),
+    (["method=azr", "student.replay_tasks_per_iteration=4"], "method azr does not replay"),
     (["student.train_band=[0.9, 0.3]"], "student.train_band"),
     (["method=rlvr"], "real_tasks_per_iteration"),
     (["engine.backend=vllm"], "engine.vllm_url"),
@@ -122,18 +135,60 @@ def test_gpu_section_must_match_the_engine():
 
 
 def test_azr_task_types_and_seed_are_checked():
-    from pathlib import Path
-
-    cfg = load_config(None, ["method=azr", "azr.task_types=[deduction, abduction, induction]"])
-    assert cfg.azr.task_types == ("deduction", "abduction", "induction")
-    assert load_config(None, []).azr.task_types == ("induction",)   # the toy default
-    with pytest.raises(ConfigError, match="azr.task_types.0"):
-        load_config(None, ["azr.task_types=[guessing]"])
+    cfg = load_config(None, ["method=azr", "method.task_types=[deduction, abduction, induction]"])
+    assert cfg.method.task_types == ("deduction", "abduction", "induction")
+    assert load_config(None, ["method=azr"]).method.task_types == ("induction",)   # the toy default
+    with pytest.raises(ConfigError, match=r"method\.task_types\.0"):
+        load_config(None, ["method=azr", "method.task_types=[guessing]"])
     with pytest.raises(ConfigError, match="at least one"):
-        load_config(None, ["azr.task_types=[]"])
+        load_config(None, ["method=azr", "method.task_types=[]"])
     with pytest.raises(ConfigError, match="repeated"):
-        load_config(None, ["azr.task_types=[abduction, abduction]"])
-    with pytest.raises(ConfigError, match="azr.seed_input"):
-        load_config(None, ["azr.seed_input=__import__('os')"])
-    full = load_config(Path(__file__).resolve().parents[1] / "configs" / "azr-full.yaml")
-    assert full.method == "azr" and set(full.azr.task_types) == {"deduction", "abduction", "induction"}
+        load_config(None, ["method=azr", "method.task_types=[abduction, abduction]"])
+    with pytest.raises(ConfigError, match="seed_input"):
+        load_config(None, ["method=azr", "method.seed_input=__import__('os')"])
+    full = load_config(ROOT_CONFIGS / "azr-full.yaml")
+    assert full.method.name == "azr" and set(full.method.task_types) == {"deduction", "abduction", "induction"}
+
+
+def test_each_method_has_its_own_section_and_defaults():
+    gasp, azr, rlvr = (load_config(None, o).method for o in
+                       ([], ["method=azr"], ["method=rlvr", "student.real_tasks_per_iteration=4"]))
+    assert (type(gasp).__name__, type(azr).__name__, type(rlvr).__name__) == ("GASPConfig", "AZRConfig", "RLVRConfig")
+    assert (gasp.advantage, azr.advantage, rlvr.advantage) == ("trr++", "trr++", "grpo")
+    assert gasp.lemma_band == (0.3, 0.7) and not hasattr(azr, "lemma_band")
+    # `method: NAME` is short for `method: {name: NAME}`; a later --set method.KEY adds to it
+    assert load_config(None, ["method=azr", "method.references=2"]).method.references == 2
+    # every estimator, REINFORCE½ included, is reachable from the config
+    assert load_config(None, ["method.advantage=reinforce_half"]).method.advantage == "reinforce_half"
+
+
+def test_a_file_that_extends_another_with_another_method_replaces_the_section(tmp_path):
+    (tmp_path / "base.yaml").write_text("method: {name: gasp, lemma_band: [0.2, 0.8]}\niterations: 3\n")
+    (tmp_path / "azr.yaml").write_text("extends: base.yaml\nmethod: {name: azr, references: 2}\n")
+    (tmp_path / "ablation.yaml").write_text("extends: base.yaml\nmethod: {one_step: hard}\n")
+    azr = load_config(tmp_path / "azr.yaml")
+    assert azr.method.name == "azr" and azr.method.references == 2 and azr.iterations == 3
+    ablation = load_config(tmp_path / "ablation.yaml").method
+    assert ablation.name == "gasp" and ablation.one_step == "hard" and ablation.lemma_band == (0.2, 0.8)
+
+
+def test_configs_written_before_the_method_section_still_load(tmp_path, caplog):
+    """A run's saved config.yaml from before method sections (teacher.* GASP keys, an azr:
+    section, a top-level advantage) resumes with the same settings; keys that are not options of
+    the run's method are ignored (they were then, too), with one warning."""
+    old = tmp_path / "config.yaml"
+    old.write_text("method: gasp\nadvantage: grpo\niterations: 2\n"
+                   "teacher: {goalposts_per_iteration: 3, lemma_band: [0.2, 0.6], one_step: medium, axes: [f]}\n"
+                   "azr: {task_types: [deduction], references: 4}\n")
+    with caplog.at_level("WARNING"):
+        cfg = load_config(old)
+    m = cfg.method
+    assert (m.name, m.advantage, m.goalposts_per_iteration, m.lemma_band, m.one_step) == \
+        ("gasp", "grpo", 3, (0.2, 0.6), "medium")
+    assert cfg.teacher.axes == ("f",)
+    assert "azr.references" in caplog.text and "ignored" in caplog.text
+    azr = load_config(old, ["method=azr"]).method
+    assert (azr.task_types, azr.references, azr.advantage) == (("deduction",), 4, "grpo")
+    # and the old spelling of an override still wins over the file's value
+    assert load_config(ROOT_CONFIGS / "tiny-cpu.yaml",
+                       ["teacher.goalposts_per_iteration=5"]).method.goalposts_per_iteration == 5

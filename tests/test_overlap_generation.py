@@ -1,4 +1,4 @@
-"""overlap_generation: iteration t's update runs while iteration t+1 generates (loop/overlap.py).
+"""overlap_generation: iteration t's update runs while iteration t+1 generates (overlap.py).
 The schedule, the one-step lag, and exact resume of a run stopped with an update pending; on the
 micro toy model with the hf engine (the engine does not matter to the schedule)."""
 

@@ -2,13 +2,15 @@
 afresh and join the student batch while their new pass rate is still in the band."""
 
 import random
-from types import SimpleNamespace
 
+from selfplay_core import stages as S
 from selfplay_core.buffers import BufferItem, TaskBuffer
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import IterationLog
+from selfplay_core.methods.gasp import REPLAY_KINDS
+from selfplay_core.records import IterationLog
+from selfplay_core.run_context import RunContext
+from selfplay_core.state import RunState
 
 RIGHT, WRONG = "    return sorted(x)\n", "    return x\n"
 
@@ -46,11 +48,10 @@ def test_replay_solves_in_band_buffer_tasks_and_keeps_those_still_in_band(execut
     cfg = load_config(None, ["student.train_band=[0.3, 0.9]", "student.replay_tasks_per_iteration=8"])
     engine = ScriptedEngine({"Sort A.": 4, "Sort B.": 4, "Sort C.": 4, "Sort D.": 6, "Sort E.": 8,
                              "Sort F.": 4})
-    ctx = SimpleNamespace(config=cfg, buffers=buffers, executor=executor, engine=engine,
-                          state=SimpleNamespace(iteration=3), rng=random.Random(0),
-                          next_seed=lambda: 0)
+    ctx = RunContext(cfg, buffers=buffers, executor=executor, engine=engine,
+                     state=RunState(iteration=3), rng=random.Random(0))
     log = IterationLog()
-    got = S.solve_replay_tasks(ctx, log)
+    got = S.solve_replay_tasks(ctx, REPLAY_KINDS, log)
     # B was out of band when proposed, C is this iteration's, F is not a GASP kind: never asked;
     # E is now always solved: no longer in band.
     assert sorted(p.split("\n")[1] for p in engine.prompts) == ["Sort A.", "Sort D.", "Sort E."]
@@ -59,5 +60,5 @@ def test_replay_solves_in_band_buffer_tasks_and_keeps_those_still_in_band(execut
 
 
 def test_no_replay_by_default():
-    ctx = SimpleNamespace(config=load_config(None, []))
-    assert S.solve_replay_tasks(ctx, IterationLog()) == []
+    ctx = RunContext(load_config(None, []))
+    assert S.solve_replay_tasks(ctx, REPLAY_KINDS, IterationLog()) == []

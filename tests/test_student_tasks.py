@@ -1,14 +1,13 @@
 """Which self-proposed tasks join the student batch: those whose pass rate lies in
 student.train_band; the teacher is scored on all of them either way."""
 
-from types import SimpleNamespace
-
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import Anchor, IterationLog, Proposal
+from selfplay_core import stages as S
 from selfplay_core.problems import Problem
-from selfplay_core.toyworld.evaluate import SolveResult
+from selfplay_core.records import Anchor, IterationLog, Proposal
+from selfplay_core.run_context import RunContext
+from selfplay_core.solve import SolveResult
 
 
 def solved(i, c, n=8, kind="lemma"):
@@ -22,7 +21,7 @@ def solved(i, c, n=8, kind="lemma"):
 
 
 def ctx(band):
-    return SimpleNamespace(config=load_config(None, [f"student.train_band={list(band)}"]))
+    return RunContext(load_config(None, [f"student.train_band={list(band)}"]))
 
 
 def test_band_keeps_tasks_solved_sometimes_and_logs_the_share():

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from selfplay_core.datasets.evalplus import file_sha256
 from selfplay_core.problems import Problem
 
 
@@ -96,8 +97,6 @@ def problems_hash(problems: list[Problem]) -> str:
 
 def files_sha256(paths: list[Path]) -> str:
     """sha256 of one file, or of the concatenated per-file digests of several."""
-    from selfplay_core.datasets.evalplus import file_sha256
-
     digests = [file_sha256(p) for p in paths]
     if len(digests) == 1:
         return digests[0]

@@ -27,7 +27,11 @@ from pathlib import Path
 from selfplay_core.datasets.asserts import AssertCase, Unsupported, cases_from_statements, name_is
 from selfplay_core.datasets.benchmark import BenchmarkSet, Skipped
 from selfplay_core.datasets.evalplus import MEMORY_LIMIT_MB, data_root, file_sha256
+from selfplay_core.datasets.evalplus import _read_jsonl_gz
+from selfplay_core.datasets.expected import cache_dir
 from selfplay_core.problems import InputError, Problem, TestCase
+from selfplay_core.sandbox import Executor, Sample, SandboxConfig
+from selfplay_core.values import from_json_obj, to_json_obj
 
 # Per-test time limit: evalplus's rule with a floor suited to a shared 2-core machine.
 TIME_LIMIT_FLOOR_S = 3.0
@@ -108,8 +112,6 @@ def __selfplay_record__():
 
 def _record_calls(todo: dict[str, tuple[str, str]], executor) -> dict[str, list]:
     """Run each check once with a recording candidate; {task: [[args, output], ...]}."""
-    from selfplay_core.sandbox.worker import _plain
-
     items = []
     for tid, (program, entry) in todo.items():
         probe = Problem(id=tid, kind="call", entry_point="__selfplay_record__",
@@ -128,15 +130,13 @@ def _record_calls(todo: dict[str, tuple[str, str]], executor) -> dict[str, list]
         if not r.ok or not isinstance(r.outputs[0], list) or not r.outputs[0]:
             raise InputError(f"{probe.id}: recording the check's calls with the canonical solution "
                              f"failed ({r.detail or r.errors[0]}); the data file or sandbox is broken")
-        out[probe.id] = [_plain([list(a), o]) for a, o in r.outputs[0]]
+        out[probe.id] = [to_json_obj([list(a), o]) for a, o in r.outputs[0]]
     return out
 
 
 def _cached(kind: str, sha: str, ids: list[str], compute) -> dict:
     """{id: value} from a JSON cache keyed by the data file's hash; `compute(missing_ids)`
     fills what is not cached yet."""
-    from selfplay_core.datasets.expected import cache_dir
-
     path = cache_dir() / f"{kind}-{sha[:16]}-v{_CACHE_FORMAT}.json"
     cached = {}
     if path.exists():
@@ -155,7 +155,6 @@ def _cached(kind: str, sha: str, ids: list[str], compute) -> dict:
 
 
 def _own_executor(executor):
-    from selfplay_core.sandbox import Executor, SandboxConfig
     return executor or Executor(SandboxConfig(max_sample_time_s=600.0))
 
 
@@ -163,7 +162,6 @@ def _calibrate(problems: list[Problem], refs: dict[str, str], executor) -> dict[
     """Run each reference on its tests: which tests it fails (an extraction or data bug) and
     how slow its slowest test is."""
     import dataclasses
-    from selfplay_core.sandbox import Sample
 
     own = executor is None
     ex = _own_executor(executor)
@@ -208,9 +206,6 @@ def _apply_calibration(bench_name, sha, problems, refs, executor, skipped) -> li
 
 def load_humaneval(path: str | Path | None = None, *, executor=None) -> BenchmarkSet:
     """HumanEval with tests read from its asserts (recorded in the sandbox where needed)."""
-    from selfplay_core.datasets.evalplus import _read_jsonl_gz
-    from selfplay_core.sandbox.worker import from_json_obj
-
     path = Path(path) if path else data_root() / "humaneval" / "HumanEval.jsonl.gz"
     rows = _read_jsonl_gz(path)
     sha = file_sha256(path)

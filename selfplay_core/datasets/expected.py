@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from selfplay_core.problems import InputError, Problem, TestCase
-from selfplay_core.sandbox.worker import Opaque, _plain, from_json_obj
+from selfplay_core.sandbox import Executor, SandboxConfig
+from selfplay_core.values import Opaque, from_json_obj, to_json_obj
 
 CACHE_FORMAT = "3"  # bump when limits or encoding change what a run produces
 
@@ -63,7 +64,6 @@ def attach_expected(problems: list[Problem], canonical: dict[str, str], *, datas
     if on_compute:
         on_compute(len(todo))
     if todo:
-        from selfplay_core.sandbox import Executor, SandboxConfig
         own = executor is None
         ex = executor or Executor(SandboxConfig(max_sample_time_s=3600.0))
         try:
@@ -83,7 +83,7 @@ def attach_expected(problems: list[Problem], canonical: dict[str, str], *, datas
             if p.oracle == "not_none":
                 outs = [o is not None for o in outs]
             slowest = max(r.times) if r.times else 0.0
-            row = {"id": p.id, "keep": keep, "expected": _plain(outs),
+            row = {"id": p.id, "keep": keep, "expected": to_json_obj(outs),
                    "time_limit_s": round(max(min_time_s, time_factor * slowest), 3)}
             cached[p.id] = row
             new_rows.append(row)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from selfplay_core.datasets.benchmark import BenchmarkSet, Skipped, files_sha256
+from selfplay_core.datasets.evalplus import data_root
 from selfplay_core.problems import InputError, Problem, TestCase
 
 HUB_REPO = "livecodebench/code_generation_lite"
@@ -496,7 +497,6 @@ def load_lcb(path: str | Path | None = None, *, release: str | None = None,
         sha = files_sha256(paths)
     else:
         if path is None:
-            from selfplay_core.datasets.evalplus import data_root
             path = data_root() / "livecodebench" / DEFAULT_FILE
         paths = _local_paths(Path(path), release)
         sha = files_sha256(paths)

@@ -6,6 +6,10 @@ from pathlib import Path
 from typing import Callable
 
 from selfplay_core.datasets.benchmark import BenchmarkSet, Skipped
+from selfplay_core.datasets.classic import load_humaneval, load_mbpp
+from selfplay_core.datasets.evalplus import file_sha256, load_humanevalplus, load_mbppplus
+from selfplay_core.datasets.expected import attach_expected
+from selfplay_core.datasets.livecodebench import load_lcb
 from selfplay_core.problems import InputError
 
 BENCHMARKS = ("humanevalplus", "mbppplus", "humaneval", "mbpp", "lcb")
@@ -25,9 +29,6 @@ def load_evalplus(name: str, path: str | Path | None = None, *, executor=None,
     """HumanEval+ / MBPP+ with expected outputs from the canonical solutions (cached).
     With `ids`, only those problems are loaded (and their expected outputs computed).
     `on_compute` / `progress`: see `attach_expected`."""
-    from selfplay_core.datasets.evalplus import file_sha256, load_humanevalplus, load_mbppplus
-    from selfplay_core.datasets.expected import attach_expected
-
     loader = {"humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus}[name]
     problems, canon, src = loader(path, with_path=True)
     sha = file_sha256(src)
@@ -67,16 +68,13 @@ def load_benchmark(name: str, data: str | Path | None = None, *, executor=None,
     if lcb and name != "lcb":
         raise InputError(f"options {', '.join(sorted(lcb))} apply to --benchmark lcb only")
     if name == "lcb":
-        from selfplay_core.datasets.livecodebench import load_lcb
         bench = load_lcb(data, **lcb)
     elif name in ("humanevalplus", "mbppplus"):
         return load_evalplus(name, data, executor=executor, progress=progress, ids=ids,
                              on_compute=on_compute)
     elif name == "humaneval":
-        from selfplay_core.datasets.classic import load_humaneval
         bench = load_humaneval(data, executor=executor)
     else:
-        from selfplay_core.datasets.classic import load_mbpp
         bench = load_mbpp(data, executor=executor)
     if ids is not None:
         bench = select(bench, ids)

@@ -1,15 +1,21 @@
-"""Errors raised by generation engines that talk to another process.
+"""Errors raised by generation engines, in-process (hf) or talking to another process (vllm).
 
-Every failure of a remote engine ends in exactly one of these, with a one-line message that names
-the server, the request and what to do, so that a run stops with a readable reason instead of
-hanging or dying in a traceback from the HTTP layer.
+Every failure of an engine ends in exactly one of these, with a one-line message that names the
+server or the request and what to do, so that a run stops with a readable reason instead of
+hanging or dying in a traceback from the HTTP layer or the model code.
 """
 
 from __future__ import annotations
 
 
 class EngineError(RuntimeError):
-    """Base class: the engine could not do what was asked."""
+    """Base class: the engine could not do what was asked. Every engine (hf in-process, vllm
+    over HTTP) raises only subclasses of this one class, so a caller (the CLI) catches one."""
+
+
+class InvalidRequest(EngineError, ValueError):
+    """The request itself is wrong: a prompt longer than the model's context, bad sampling
+    parameters, weights that do not fit the model. Fix the input or the config."""
 
 
 class ServerUnreachable(EngineError):

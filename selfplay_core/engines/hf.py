@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Mapping
 
 from selfplay_core.engines.base import Completion, SamplingParams
+from selfplay_core.engines.errors import EngineError, InvalidRequest
 
-
-class EngineError(ValueError):
-    """Bad engine input (prompt too long, bad sampling parameters)."""
+__all__ = ["EngineError", "HFEngine", "InvalidRequest"]
 
 
 class HFEngine:
@@ -34,7 +33,7 @@ class HFEngine:
         if threads is not None:
             torch.set_num_threads(threads)
         if batch_size < 1:
-            raise EngineError("batch_size must be >= 1")
+            raise InvalidRequest("batch_size must be >= 1")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if isinstance(model, (str, Path)):
             path = str(model)
@@ -42,7 +41,7 @@ class HFEngine:
             self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
         else:
             if tokenizer is None:
-                raise EngineError("pass the tokenizer along with an in-memory model")
+                raise InvalidRequest("pass the tokenizer along with an in-memory model")
             self.model, self.tokenizer = model, tokenizer
         self.model.to(self.device).eval()
         self.batch_size = batch_size
@@ -64,14 +63,14 @@ class HFEngine:
         if isinstance(state_dict, Mapping):
             unknown = set(state_dict) - set(own)
             if unknown:
-                raise EngineError(f"unknown weight names: {sorted(unknown)[:5]}")
+                raise InvalidRequest(f"unknown weight names: {sorted(unknown)[:5]}")
         pairs = state_dict.items() if isinstance(state_dict, Mapping) else state_dict
         with torch.no_grad():
             for name, value in pairs:
                 if name not in own:
-                    raise EngineError(f"unknown weight name: {name}")
+                    raise InvalidRequest(f"unknown weight name: {name}")
                 if own[name].shape != value.shape:
-                    raise EngineError(f"weight {name}: shape {tuple(value.shape)} != {tuple(own[name].shape)}")
+                    raise InvalidRequest(f"weight {name}: shape {tuple(value.shape)} != {tuple(own[name].shape)}")
                 own[name].copy_(value.to(own[name].device, own[name].dtype))
 
     update_weights = load_weights
@@ -81,16 +80,17 @@ class HFEngine:
         import torch
 
         if n < 1:
-            raise EngineError("n must be >= 1")
+            raise InvalidRequest("n must be >= 1")
         if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.max_new_tokens < 1:
-            raise EngineError("need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1")
+            raise InvalidRequest("need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1")
         encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         for k, ids in enumerate(encoded):
             if not ids:
-                raise EngineError(f"prompt {k} is empty")
+                raise InvalidRequest(f"prompt {k} is empty")
             if len(ids) + sampling.max_new_tokens > self.max_length:
-                raise EngineError(f"prompt {k}: {len(ids)} tokens + max_new_tokens "
-                                  f"{sampling.max_new_tokens} exceeds the model's {self.max_length}")
+                raise InvalidRequest(f"prompt {k}: {len(ids)} tokens + max_new_tokens "
+                                     f"{sampling.max_new_tokens} exceeds the model's context of "
+                                     f"{self.max_length} tokens (lower the max_new_tokens setting)")
         jobs = [(k, j) for k in range(len(prompts)) for j in range(n)]
         # Similar prompt lengths share a batch: less padding.
         jobs.sort(key=lambda kj: len(encoded[kj[0]]))

@@ -28,7 +28,7 @@ the worker rebuilds each tensor on its own device index and loads it through the
 `load_weights` (checkpoint names, as `named_parameters` gives them). The learner's tensors must
 stay alive until `/finish_weight_update` has returned.
 
-A peft model's adapted weights are merged out of place (rl.lora: W + s B A in float32, rounded
+A peft model's adapted weights are merged out of place (engines.lora: W + s B A in float32, rounded
 once; the frozen base is never written), under the base checkpoint's names; streaming transports
 (NCCL, the HF engine) hold one merged tensor at a time, IPC all of them for the transfer.
 
@@ -127,13 +127,13 @@ def _check_unsharded(name, p) -> None:
 def _named_tensors(model) -> Iterator[tuple[str, Any]]:
     """The tensors under checkpoint names, one at a time, plus the output embedding of a tied
     model under its own name (see the module docstring). A peft model's adapted weights are
-    merged out of place as they are asked for (rl.lora.merged_tensors: the frozen base is only
+    merged out of place as they are asked for (engines.lora.merged_tensors: the frozen base is only
     read, and a streaming consumer holds one merged tensor at a time)."""
     base = model.get_base_model() if is_peft(model) else model
     for name, p in base.named_parameters():
         _check_unsharded(name, p)
     if is_peft(model):
-        from selfplay_core.rl.lora import merged_tensors as lora_merged
+        from selfplay_core.engines.lora import merged_tensors as lora_merged
 
         yield from lora_merged(model)
     else:
@@ -149,7 +149,7 @@ def sync_tensor_specs(model) -> list[tuple[str, Any, list[int]]]:
     nothing (what a streaming transport announces before it sends)."""
     base = model.get_base_model() if is_peft(model) else model
     if is_peft(model):
-        from selfplay_core.rl.lora import merged_tensor_specs
+        from selfplay_core.engines.lora import merged_tensor_specs
 
         specs = [(n, d, list(s)) for n, d, s in merged_tensor_specs(model)]
     else:

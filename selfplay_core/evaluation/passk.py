@@ -51,6 +51,12 @@ def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
     return float(np.mean(vals))
 
 
+def mean_pass_at_k_or_nan(counts: Iterable[tuple[int, int]], k: int) -> float:
+    """`mean_pass_at_k`, with no problems reading as NaN (an empty group of a split, say)."""
+    counts = list(counts)
+    return float("nan") if not counts else mean_pass_at_k(counts, k)
+
+
 def pass_at_ks(counts: Mapping[str, tuple[int, int]], ks: Iterable[int]) -> dict[str, float]:
     """{"pass@k": value} for each k, naming the first problem with too few samples."""
     out = {}

@@ -24,6 +24,7 @@ from selfplay_core.engines.base import Completion, Engine, SamplingParams
 from selfplay_core.evaluation.extract import build_program, program_from_completion
 from selfplay_core.evaluation.passk import PassAtKError, pass_at_k, pass_at_ks
 from selfplay_core.evaluation.prompts import PromptTemplate, get_template
+from selfplay_core.evaluation.verify import verify_programs
 from selfplay_core.problems import InputError, Problem, Sample, SampleVerdict, Verdict
 
 GREEDY_ID = "greedy"
@@ -85,15 +86,9 @@ class EvalRun:
 def _verify(executor, bench: BenchmarkSet, items: list[tuple[Problem, str, str]], *,
             early_exit: bool, progress: Callable[[int], None] | None) -> list[SampleVerdict]:
     """Verdicts for (problem, sample_id, program); harness errors are retried once."""
-    pairs = [(p, Sample(p.id, sid, build_program(p, code, benchmark=bench.name)))
-             for p, sid, code in items]
-    verdicts = executor.verify(pairs, early_exit=early_exit, progress=progress)
-    again = [i for i, v in enumerate(verdicts) if v.verdict is Verdict.harness_error]
-    if again:
-        redo = executor.verify([pairs[i] for i in again], early_exit=early_exit)
-        for i, v in zip(again, redo):
-            verdicts[i] = v
-    return verdicts
+    return verify_programs(executor, [(p, sid, build_program(p, code, benchmark=bench.name))
+                                      for p, sid, code in items],
+                           early_exit=early_exit, progress=progress, retry_harness_errors=True)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,44 +1,57 @@
-"""RunContext: the live objects of one run (model, engine, learner, executor, world, buffers,
-state) built from a RunConfig, plus the small stateful helpers the stages share."""
+"""A run's RunContext (`run_context.RunContext`) built from its config, one small factory per
+part: the starting weights, the policy and learner, the engine, the executor, the world and its
+goalposts, the weight push. `build_context` wires them in the order a resume needs (the RNG
+states of a checkpoint are restored after the model loads, the goalposts of a saved run are
+kept); each factory can also be called on its own.
+"""
 
 from __future__ import annotations
 
 import logging
-import random
 from pathlib import Path
 
-from selfplay_core.buffers import TaskBuffer
-from selfplay_core.config import RunConfig
-from selfplay_core.loop.checkpoints import (
-    Checkpoint, resolve_checkpoint, restore_rng_states, rng_states, write_checkpoint,
-)
-from selfplay_core.loop.records import Anchor
-from selfplay_core.problems import Problem
-from selfplay_core.state import RunState, restore_rng
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from selfplay_core.checkpoints import (Checkpoint, resolve_checkpoint, restore_rng_states, rng_states,
+                                       write_checkpoint)
+from selfplay_core.engines.weight_sync import is_peft, iter_sync_tensors
+from selfplay_core.loop import engine_setup as E
+from selfplay_core.loop.worlds import World, build_world, select_goalposts
+from selfplay_core.engines.gpu_config import refuse_distributed_launch
+from selfplay_core.rl.gpu import low_precision_rounding, make_accelerator, prepare_for
+from selfplay_core.rl.learner import Learner
+from selfplay_core.run_context import RunContext
+from selfplay_core.sandbox import Executor
+from selfplay_core.state import RunState
+from selfplay_core.toyworld.bootstrap import bootstrap_toy_model, default_model_dir
 
 log = logging.getLogger(__name__)
 
-IDENTITY_SEED = Anchor("azr-seed", "Return the input unchanged.", "def f(x):\n    return x\n")
 
-
-def resolve_model_dir(cfg: RunConfig) -> Path:
+def resolve_model_dir(cfg) -> Path:
     if cfg.model.path == "toy":
-        from selfplay_core.toyworld.bootstrap import default_model_dir
         try:
             return default_model_dir()
         except FileNotFoundError:
-            from selfplay_core.toyworld.bootstrap import bootstrap_toy_model
             log.warning("no toy model yet: bootstrapping one (a few minutes, cached afterwards)")
             return Path(bootstrap_toy_model())
     return Path(cfg.model.path)
 
 
-def _learner_setup(cfg: RunConfig, policy):
+def starting_weights(cfg, run_dir: Path, state: RunState) -> Path:
+    """The state's checkpoint, verified (fetched from the checkpoint store if the local copy is
+    gone or damaged; StateError naming the file and the last good iteration otherwise), or the
+    configured model for a fresh run."""
+    if state.last_checkpoint:
+        return resolve_checkpoint(run_dir, state, cfg)
+    return resolve_model_dir(cfg)
+
+
+def _learner_setup(cfg, policy):
     """The model to train and the Learner's keyword arguments, from the GPU plan: dtype,
     precision, gradient checkpointing and LoRA of the model, its Accelerator, how AdamW stores
     bf16 updates, and whether each step releases the CUDA cache for a colocated vLLM server."""
-    from selfplay_core.rl.gpu import low_precision_rounding, make_accelerator, prepare_for
-
     if cfg.gpu is None:
         return policy, {"low_precision": low_precision_rounding(None)}
     colocated = cfg.engine.backend == "vllm" and cfg.gpu.vllm_placement == "colocated"
@@ -47,172 +60,100 @@ def _learner_setup(cfg: RunConfig, policy):
                                           "release_cuda_cache": colocated}
 
 
-class RunContext:
-    def __init__(self, cfg: RunConfig, run_dir: str | Path, state: RunState | None = None,
-                 executor=None, model_dir: str | Path | None = None):
-        import torch
-        from transformers import AutoModelForCausalLM
+def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
+    """The policy (with the GPU plan's precision, gradient checkpointing and LoRA) and its
+    learner; on resume the optimizer state and the torch RNG states of the checkpoint."""
+    policy = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, cfg.model.dtype))
+    policy, setup = _learner_setup(cfg, policy)
+    learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), **setup)
+    trainer_state = model_dir / "trainer_state.pt"
+    if resume and trainer_state.exists():
+        saved = torch.load(trainer_state, weights_only=False)
+        learner.load_state_dict(saved)
+        restore_rng_states(saved.get("rng"))
+    return learner
 
-        from selfplay_core.loop import engine_setup as E
-        from selfplay_core.rl.learner import Learner
-        from selfplay_core.sandbox import Executor
 
-        from selfplay_core.engines.gpu_config import refuse_distributed_launch
+def hf_push(engine):
+    """Weight push for the in-process hf engine: copy the learner's tensors in place (a LoRA
+    learner's merged tensors, under the base model's names)."""
+    def push(model) -> dict:
+        if is_peft(model):  # merged tensors under the base names, made one at a time
+            engine.load_weights(iter_sync_tensors(model))
+        else:
+            engine.load_weights(model.state_dict())
+        return {}
+    return push
 
-        refuse_distributed_launch()  # one process runs the loop; every rank would otherwise
-        self.config = cfg
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.state = state or RunState()
-        self.rng = random.Random(f"selfplay:{cfg.seed}")
-        restore_rng(self.rng, self.state)
-        if cfg.model.torch_threads:
-            torch.set_num_threads(cfg.model.torch_threads)
-        # A fresh run seeds torch here; a resume then restores the generator states saved with
-        # its checkpoint (below), so both continue with the same random stream.
-        torch.manual_seed(cfg.seed)
-        self.model_dir = Path(model_dir) if model_dir else (
-            self._resume_checkpoint() if self.state.last_checkpoint else resolve_model_dir(cfg))
-        dtype = getattr(torch, cfg.model.dtype)
-        self._vllm = None
+
+def make_world(cfg, executor, tokenizer, engine, model_dir: Path) -> World:
+    """Eval problems, real training tasks and the goalpost pool of the configured world
+    (loop/worlds.py); a real-data world leaves out what does not fit the model's context."""
+    fits = None
+    if cfg.world.name != "toy":
+        fits = E.prompt_fits(cfg, tokenizer, E.context_length(cfg, engine, model_dir))
+    return build_world(cfg, executor=executor, fits=fits)
+
+
+def build_context(cfg, run_dir: str | Path, state: RunState | None = None, executor=None,
+                  model_dir: str | Path | None = None) -> RunContext:
+    """Everything a run needs, from its config: a fresh run, or (with a state that has a
+    checkpoint) the continuation of one. `executor`: use this one (the caller closes it)."""
+    refuse_distributed_launch()  # one process runs the loop; every rank would otherwise
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = state or RunState()
+    if cfg.model.torch_threads:
+        torch.set_num_threads(cfg.model.torch_threads)
+    # A fresh run seeds torch here; a resume then restores the generator states saved with its
+    # checkpoint (make_learner), so both continue with the same random stream.
+    torch.manual_seed(cfg.seed)
+    model_dir = Path(model_dir) if model_dir else starting_weights(cfg, run_dir, state)
+    resume = bool(state.last_checkpoint)
+    closers: list = []
+    turn = None
+    try:
+        engine = None
         if cfg.engine.backend == "vllm":
             if not E.launches_server(cfg):
                 E.check_server(cfg)  # before the model loads: a missing server fails at once
-            from transformers import AutoTokenizer
-            self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
+            tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         else:
-            self.engine = E.make_hf_engine(cfg, self.model_dir)
-            self.tokenizer = self.engine.tokenizer
-        policy = AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype=dtype)
-        policy, setup = _learner_setup(cfg, policy)
-        self.learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(self.tokenizer), **setup)
-        trainer_state = self.model_dir / "trainer_state.pt"
-        if self.state.last_checkpoint and trainer_state.exists():
-            saved = torch.load(trainer_state, weights_only=False)
-            self.learner.load_state_dict(saved)
-            restore_rng_states(saved.get("rng"))
+            engine = E.make_hf_engine(cfg, model_dir)
+            tokenizer = engine.tokenizer
+        learner = make_learner(cfg, model_dir, tokenizer, resume)
         if cfg.engine.backend == "vllm":
-            self._vllm = E.VLLMSetup(cfg, self.learner.unwrapped, self.tokenizer, self.run_dir,
-                                     self.model_dir, resume=bool(self.state.last_checkpoint))
-            self.engine = self._vllm.engine
-        self.executor = executor or Executor(cfg.sandbox)
-        self._own_executor = executor is None
-        try:
-            self._load_world()
-        except BaseException:
-            self.close()
-            raise
-        from selfplay_core.loop.overlap import BackgroundUpdate
-        self.background = BackgroundUpdate(self)  # overlap_generation
-        self.buffers = TaskBuffer.from_json(self.state.buffer, threshold=cfg.teacher.similarity_threshold)
-        self.contamination = TaskBuffer(threshold=cfg.teacher.similarity_threshold)
-        for p in self.eval_problems:
-            from selfplay_core.buffers import BufferItem
-            self.contamination.add(BufferItem(p.id, "eval", p.prompt or "", p.metadata.get("reference", "")))
-
-    # ---- world ------------------------------------------------------------------------------
-    def _load_world(self) -> None:
-        """Eval problems, real training tasks and goalposts from the configured world
-        (loop/worlds.py); goalposts are mined for the starting model, or kept on resume."""
-        from selfplay_core.loop.worlds import build_world, select_goalposts
-
-        cfg = self.config
-        fits = None
-        if cfg.world.name != "toy":
-            from selfplay_core.loop.engine_setup import context_length, prompt_fits
-            fits = prompt_fits(cfg, self.tokenizer, context_length(cfg, self.engine, self.model_dir))
-        self.world = build_world(cfg, executor=self.executor, fits=fits)
-        self.fidelity_fn = self.world.fidelity_fn
-        self.decontaminator = self.world.decontaminator
-        self.eval_problems: list[Problem] = self.world.eval_problems
-        self.real_tasks: list[Problem] = self.world.real_tasks
-        self.goalposts = select_goalposts(self.world, cfg, engine=self.engine, executor=self.executor,
-                                          model_dir=self.model_dir, known_ids=self.state.goalpost_ids,
-                                          run_dir=self.run_dir)
-        self.state.goalpost_ids = [g.id for g in self.goalposts]
-
-    # ---- helpers the stages share ------------------------------------------------------------
-    def next_seed(self) -> int:
-        self.state.seed_counter += 1
-        return self.config.seed * 1_000_003 + self.state.seed_counter
-
-    def next_id(self) -> int:
-        self.state.id_counter += 1
-        return self.state.id_counter
-
-    def goalpost_anchors(self, k: int) -> list[Anchor]:
-        gps = self.rng.sample(self.goalposts, min(k, len(self.goalposts)))
-        return [Anchor(g.id, g.prompt or "", g.metadata.get("reference", ""), goalpost_id=g.id) for g in gps]
-
-    def buffer_anchors(self, k: int, kinds: tuple[str, ...] | None = None) -> list[Anchor]:
-        items = [b for b in self.buffers if kinds is None or b.kind in kinds]
-        if not items:
-            return [IDENTITY_SEED] * k
-        return [Anchor(b.id, b.question, b.code, b.goalpost_id, b.axis)
-                for b in (self.rng.choice(items) for _ in range(k))]
-
-    def next_real_tasks(self, k: int) -> list[Problem]:
-        if not self.real_tasks:
-            return []
-        out = []
-        for _ in range(k):
-            out.append(self.real_tasks[self.state.real_cursor % len(self.real_tasks)])
-            self.state.real_cursor += 1
-        return out
-
-    def snapshot_state(self) -> RunState:
-        self.state.buffer = self.buffers.to_json()
-        self.state.rng_state = self.rng.getstate()
-        return self.state
-
-    # ---- checkpoints ----------------------------------------------------------------------------
-    def save_checkpoint(self, iteration: int) -> Checkpoint:
-        """checkpoints/iter-NNNN, written atomically with a manifest (loop.checkpoints)."""
-        import torch
-
-        def save(path: Path) -> None:
-            self.learner.unwrapped.save_pretrained(path)
-            self.tokenizer.save_pretrained(path)
-            torch.save({**self.learner.state_dict(), "rng": rng_states()}, path / "trainer_state.pt")
-
-        return write_checkpoint(self.run_dir, iteration, save)
-
-    def _resume_checkpoint(self) -> Path:
-        """The state's checkpoint, verified (fetched from the checkpoint store if the local copy is
-        gone or damaged); StateError naming the file and the last good iteration otherwise."""
-        return resolve_checkpoint(self.run_dir, self.state, self.config)
-
-    def push_weights(self) -> dict:
-        """After a learner update: the engine gets the new weights (copied in place for hf,
-        pushed to the server for vllm). Returns metrics of the push."""
-        model = self.learner.unwrapped
-        if self._vllm is not None:
-            return self._vllm.push(model, self.tokenizer)
-        from selfplay_core.engines.weight_sync import is_peft, iter_sync_tensors
-
-        if is_peft(model):  # merged tensors under the base names, made one at a time
-            self.engine.load_weights(iter_sync_tensors(model))
+            vllm = E.VLLMSetup(cfg, learner.unwrapped, tokenizer, run_dir, model_dir, resume=resume)
+            closers.append(vllm.close)
+            engine = vllm.engine
+            push = lambda model: vllm.push(model, tokenizer)  # noqa: E731
+            turn = vllm.learner_turn
         else:
-            self.engine.load_weights(model.state_dict())
-        return {}
+            push = hf_push(engine)
+        if executor is None:
+            executor = Executor(cfg.sandbox)
+            closers.append(executor.close)
+        world = make_world(cfg, executor, tokenizer, engine, model_dir)
+        goalposts = select_goalposts(world, cfg, engine=engine, executor=executor,
+                                     model_dir=model_dir, known_ids=state.goalpost_ids, run_dir=run_dir)
+    except BaseException:
+        for close in reversed(closers):
+            close()
+        raise
+    state.goalpost_ids = [g.id for g in goalposts]
+    return RunContext(cfg, run_dir, state, engine=engine, executor=executor, learner=learner,
+                      tokenizer=tokenizer, model_dir=model_dir, world=world,
+                      eval_problems=world.eval_problems, real_tasks=world.real_tasks,
+                      goalposts=goalposts, fidelity_fn=world.fidelity_fn,
+                      decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
 
-    def learner_turn(self):
-        """Context for the learner's update (a colocated vLLM server sleeps through it; the
-        following `push_weights` wakes it)."""
-        from contextlib import nullcontext
 
-        return self._vllm.learner_turn() if self._vllm is not None else nullcontext()
+def save_checkpoint(ctx: RunContext, iteration: int) -> Checkpoint:
+    """checkpoints/iter-NNNN of the run, written atomically with a manifest (checkpoints.py):
+    the weights and tokenizer as a Hugging Face folder, plus the optimizer and RNG states."""
+    def save(path: Path) -> None:
+        ctx.learner.unwrapped.save_pretrained(path)
+        ctx.tokenizer.save_pretrained(path)
+        torch.save({**ctx.learner.state_dict(), "rng": rng_states()}, path / "trainer_state.pt")
 
-    def close(self) -> None:
-        bg = getattr(self, "background", None)
-        if bg is not None and bg.running:  # never leave a learner thread behind a failed run
-            try:
-                bg.join_and_push()
-            except Exception as e:  # noqa: BLE001 - the run is failing already; say why, go on
-                log.warning("background learner update ended with %s: %s", type(e).__name__, e)
-        if getattr(self, "_own_executor", False):
-            self.executor.close()
-            self._own_executor = False
-        if getattr(self, "_vllm", None) is not None:
-            self._vllm.close()
-            self._vllm = None
+    return write_checkpoint(ctx.run_dir, iteration, save)

@@ -16,18 +16,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from selfplay_core.config import RunConfig, dump_config
-from selfplay_core.loop import stages as S
-from selfplay_core.loop import timing
-from selfplay_core.loop.checkpoints import DIR as CKPT_DIR
-from selfplay_core.loop.checkpoints import (
+import yaml
+
+from selfplay_core import stages as S
+from selfplay_core.checkpoints import DIR as CKPT_DIR
+from selfplay_core.checkpoints import (
     checkpoint_name, open_checkpoint_store, resolve_checkpoint, store_key, upload,
 )
-from selfplay_core.loop.checkpoints import prune as prune_checkpoints
-from selfplay_core.loop.context import RunContext
-from selfplay_core.loop.records import IterationLog
-from selfplay_core.methods import get_method
+from selfplay_core.checkpoints import prune as prune_checkpoints
+from selfplay_core.config import RunConfig, dump_config
+from selfplay_core.loop import timing
+from selfplay_core.loop.context import build_context, save_checkpoint
+from selfplay_core.methods import method_for
+from selfplay_core.records import IterationLog
+from selfplay_core.run_context import RunContext
 from selfplay_core.state import RunState, StateError, load_state, save_state
+from selfplay_core.storage import StorageUnavailable
 from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
 from selfplay_core.tracking.plots import goalpost_groups, goalpost_heatmap
 
@@ -74,7 +78,7 @@ def _timed(call, timings, clock=None):
 
 
 def default_run_dir(cfg: RunConfig) -> Path:
-    return Path(cfg.out_dir) / (cfg.tracking.run_name or f"{cfg.method}-s{cfg.seed}")
+    return Path(cfg.out_dir) / (cfg.tracking.run_name or f"{cfg.method.name}-s{cfg.seed}")
 
 
 def started_by(run_dir: str | Path, run_key: str) -> bool:
@@ -113,7 +117,6 @@ def _fresh_run_dir(run_dir: Path) -> None:
 def _configured_iterations(run_dir: Path) -> float:
     """The iterations of the run saved in run_dir (for states saved before `finished` existed)."""
     try:
-        import yaml
         return int(yaml.safe_load((run_dir / "config.yaml").read_text())["iterations"])
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
         return float("inf")
@@ -139,10 +142,10 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
     if run_key is not None:
         state.run_key = run_key
     store = open_checkpoint_store(cfg) if cfg.tracking.checkpoint_store else None
-    ctx = RunContext(cfg, run_dir, state, executor=executor, model_dir=model_dir)
+    ctx = build_context(cfg, run_dir, state, executor=executor, model_dir=model_dir)
     clock = timing.attach(ctx)  # time/split/*: generation, verification, update, ...
     uri, local_artifacts = resolve_tracking(cfg.tracking.mlflow_uri, cfg.out_dir)
-    tags = {"method": cfg.method, "seed": str(cfg.seed), "git_sha": _git_sha(),
+    tags = {"method": cfg.method.name, "seed": str(cfg.seed), "git_sha": _git_sha(),
             "executor.backend": cfg.sandbox.backend, "executor.isolation": ctx.executor.isolation,
             "world": cfg.world.name, "engine": cfg.engine.backend}
     if store is not None:
@@ -160,9 +163,10 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         ctx.close()
         raise
     state.run_id = tracker.run_id
-    method = get_method(cfg.method)
+    method = method_for(cfg.method)
     heatmap = run_dir / "goalpost_heatmap.png"
     try:
+        method.setup(ctx)
         # From here on a resume (or a retry of the flow) continues this MLflow run.
         save_state(ctx.snapshot_state(), state_path)
         tracker.log_params(cfg.model_dump(mode="json"))
@@ -217,7 +221,6 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
 def _flush(store) -> None:
     """Deliver what an outage spooled, if the endpoint is back; if not, the uploads stay safe in
     the spool (a later upload to the same store, or store.flush(), delivers them)."""
-    from selfplay_core.storage import StorageUnavailable
     try:
         store.flush()
     except StorageUnavailable as e:
@@ -247,7 +250,7 @@ def _finish_iteration(ctx: RunContext, tracker: RunTracker, ilog: IterationLog, 
     leaves a state that a resume continues, or completes, without duplicating a metric step."""
     st = ctx.state
     if step > 0:
-        ckpt = ctx.save_checkpoint(step)
+        ckpt = save_checkpoint(ctx, step)
         st.last_checkpoint = ckpt.path.relative_to(ctx.run_dir).as_posix()
         st.checkpoint_sha256 = ckpt.manifest_sha256
         st.iteration = step
@@ -281,7 +284,7 @@ def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path, resuming: 
         tracker.log_metrics(metrics, step=step)
     if st.goalpost_rows:
         goalpost_heatmap(st.goalpost_rows, st.goalpost_labels, st.goalpost_ids, heatmap,
-                         title=f"{ctx.config.method} seed {ctx.config.seed}: goalposts solved",
+                         title=f"{ctx.config.method.name} seed {ctx.config.seed}: goalposts solved",
                          groups=goalpost_groups(ctx.goalposts), k=ctx.config.eval.goalpost_k,
                          iterations=ctx.config.iterations)
         tracker.log_artifact(str(heatmap), "plots")

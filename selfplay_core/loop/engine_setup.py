@@ -31,6 +31,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from selfplay_core.engines.errors import EngineError
+from selfplay_core.engines.gpu_config import vllm_lora_rank
+from selfplay_core.engines.hf import HFEngine
+from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
+from selfplay_core.engines.vllm_server import ServeOptions, VLLMLaunchError, launch
+from selfplay_core.engines.weight_sync import (choose_transport, is_peft, served_folder_problem,
+                                               tied_output_name, write_checkpoint)
+from selfplay_core.roles.teacher import teacher_prompt
+from selfplay_core.solve import student_prompt_for
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +70,6 @@ def transport_choice(cfg, *, peft: bool, planned: bool = False) -> tuple[str, st
     (`planned`: for the GPU plan's device rather than this machine's, as --dry-run shows)."""
     import torch
 
-    from selfplay_core.engines.weight_sync import choose_transport
-
     gpu = cfg.gpu
     cuda = gpu.device == "cuda" if planned and gpu is not None else torch.cuda.is_available()
     return choose_transport(gpu.weight_sync if gpu is not None else "auto",
@@ -80,8 +86,6 @@ def sync_mode(cfg, *, peft: bool) -> str:
 def make_hf_engine(cfg, model_dir: Path):
     import torch
 
-    from selfplay_core.engines.hf import HFEngine
-
     return HFEngine(str(model_dir), batch_size=cfg.engine.batch_size,
                     dtype=getattr(torch, cfg.model.dtype))
 
@@ -97,8 +101,6 @@ def colocated(cfg) -> bool:
 
 def check_server(cfg, engine=None) -> dict:
     """One health check of the configured vLLM server(s); EngineSetupError if it fails."""
-    from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
-
     engine = engine or VLLMEngine(VLLMEngineConfig(base_url=cfg.engine.vllm_urls))
     try:
         return engine.check_health()
@@ -133,10 +135,6 @@ class VLLMSetup:
     the transport, and what happens around each learner update."""
 
     def __init__(self, cfg, policy, tokenizer, run_dir: Path, model_dir: Path, resume: bool):
-        from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
-        from selfplay_core.engines.weight_sync import (is_peft, served_folder_problem,
-                                                       tied_output_name, write_checkpoint)
-
         self.servers: list = []
         self.colocated = colocated(cfg)
         self.asleep = False
@@ -189,7 +187,6 @@ class VLLMSetup:
         started, errors = {}, []
 
         def start(i):
-            from selfplay_core.engines.vllm_server import VLLMLaunchError, launch
             try:
                 started[i] = launch(opts[i], wait_timeout_s=cfg.engine.server_wait_s,
                                     log_path=logs[i])
@@ -260,8 +257,6 @@ def serve_options(cfg, model: str, mode: str, index: int = 0):
     """ServeOptions of the server at engine.vllm_url[index] that the run launches: a GPU plan's
     share of the rollout GPUs (tp each; a colocated server gets the learner's GPU and sleep mode)
     with the memory share the plan sized and a LoRA rank vLLM accepts, or a CPU server."""
-    from selfplay_core.engines.gpu_config import vllm_lora_rank
-    from selfplay_core.engines.vllm_server import ServeOptions
 
     gpu = cfg.gpu
     url = urlsplit(cfg.engine.vllm_urls[index])
@@ -299,9 +294,6 @@ def context_length(cfg, engine, model_dir: Path) -> int | None:
 def prompt_fits(cfg, tokenizer, limit: int | None):
     """fits(problem, role) for the real-data world: the role's prompt plus its generation budget
     within `limit` tokens."""
-    from selfplay_core.roles.teacher import teacher_prompt
-    from selfplay_core.toyworld.evaluate import student_prompt_for
-
     if limit is None:
         return None
     e = cfg.engine

@@ -6,23 +6,24 @@ from __future__ import annotations
 import tempfile
 import time
 
+from selfplay_core import stages as S
 from selfplay_core.config import load_config
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.context import RunContext
+from selfplay_core.loop.context import build_context
 from selfplay_core.loop.driver import direct
-from selfplay_core.loop.records import IterationLog
-from selfplay_core.methods import get_method
+from selfplay_core.methods import method_for
+from selfplay_core.records import IterationLog
 
 
 def run_default_loop(iterations: int = 2, device: str | None = None, overrides: tuple[str, ...] = ()) -> dict:
     """A few iterations of the embedded default (GASP on the toy world); returns key metrics.
     The device follows torch (CUDA when available); `device` is recorded for the report."""
     cfg = load_config(None, [f"iterations={iterations}", "eval.max_problems=40", *overrides])
-    method = get_method(cfg.method)
+    method = method_for(cfg.method)
     history = []
     with tempfile.TemporaryDirectory(prefix="selfplay-headless-") as tmp:
-        ctx = RunContext(cfg, tmp)
+        ctx = build_context(cfg, tmp)
         try:
+            method.setup(ctx)
             for it in range(iterations):
                 t0 = time.perf_counter()
                 log = IterationLog()

@@ -34,7 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from selfplay_core.datasets.benchmark import problems_hash
+from selfplay_core.datasets.decontam import Decontaminator
+from selfplay_core.datasets.evalplus import file_sha256, load_humanevalplus, load_mbppplus
+from selfplay_core.datasets.livecodebench import load_lcb
+from selfplay_core.datasets.registry import _EVALPLUS_RELEASES, load_evalplus
+from selfplay_core.engines.base import SamplingParams
+from selfplay_core.goalposts import engine_solver, mine_goalposts
 from selfplay_core.problems import InputError, Problem
+from selfplay_core.toyworld.bootstrap import cache_root as toy_cache_root
+from selfplay_core.toyworld.fidelity import proposal_fidelity
+from selfplay_core.toyworld.splits import build_world as build_toy_world
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +95,7 @@ class ToyWorld(World):
     name = "toy"
 
     def __init__(self, cfg):
-        from selfplay_core.toyworld.fidelity import proposal_fidelity
-        from selfplay_core.toyworld.splits import build_world
-
-        self.toy = build_world(cfg.world.seed)
+        self.toy = build_toy_world(cfg.world.seed)
         self.fidelity_fn = proposal_fidelity
         ev = self.toy.eval.problems
         if cfg.eval.max_problems:
@@ -128,10 +135,6 @@ class RealWorld(World):
     name = "lcb"
 
     def __init__(self, cfg, executor=None, fits: Fits | None = None):
-        from selfplay_core.datasets.benchmark import problems_hash
-        from selfplay_core.datasets.decontam import Decontaminator
-        from selfplay_core.datasets.livecodebench import load_lcb
-
         w = cfg.world
         self.fits = fits or (lambda p, role: True)
         self._splits: dict[str, SplitInfo] = {}
@@ -191,17 +194,12 @@ class RealWorld(World):
 
     @staticmethod
     def _evalplus_statements(name: str):
-        from selfplay_core.datasets.evalplus import file_sha256, load_humanevalplus, load_mbppplus
-        from selfplay_core.datasets.registry import _EVALPLUS_RELEASES
-
         loader = {"humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus}[name]
         problems, _, src = loader(None, with_path=True)
         return problems, _EVALPLUS_RELEASES.get(file_sha256(src), f"{name} (local file)")
 
     @staticmethod
     def _evalplus_with_expected(name: str, chosen: list[Problem], executor, template) -> list[Problem]:
-        from selfplay_core.datasets.registry import load_evalplus
-
         if not chosen:
             return []
         bench = load_evalplus(name, executor=executor, ids=[p.id for p in chosen])
@@ -278,8 +276,6 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
     `world.goalposts`; else mined (pool problems with pass@k = 0 for the starting model, cached
     by weights hash, pool and k); then a seeded subset of `world.max_goalposts`. The set used is
     written to run_dir/goalposts.json (reusable as `world.goalposts`)."""
-    from selfplay_core.datasets.benchmark import problems_hash
-
     pool = {p.id: p for p in world.goalpost_pool}
     if known_ids:
         missing = [i for i in known_ids if i not in pool]
@@ -296,16 +292,12 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
         ids, source = data["ids"], f"file {Path(w.goalposts).name}"
     else:
         if cache_root is None:
-            from selfplay_core.toyworld.bootstrap import cache_root as _root
-            cache_root = _root()
+            cache_root = toy_cache_root()
         key = f"{weights_key(model_dir)}-{world.goalpost_cache_tag(cfg)}-k{w.goalpost_k}"
         cache = cache_root / "goalposts" / f"{key}.json"
         if cache.exists():
             data = json.loads(cache.read_text())
         else:
-            from selfplay_core.engines.base import SamplingParams
-            from selfplay_core.goalposts import engine_solver, mine_goalposts
-
             sp = SamplingParams(temperature=cfg.engine.temperature, top_p=cfg.engine.top_p,
                                 max_new_tokens=cfg.engine.max_new_tokens_student, seed=w.seed)
             log.info("goalpost mining: %d candidates, pass@%d = 0 wanted (first run from this "

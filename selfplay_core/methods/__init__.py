@@ -1,16 +1,15 @@
-"""One small file per method. Each fills the loop's two slots — where a task comes from and
-who verifies it — by composing the shared stages in `selfplay_core.loop.stages`.
+"""Self-play methods: one file each, registered by name (see `methods.base` for the interface).
 
-A method module exposes `run_iteration(ctx, log, call)`, where `call(name, fn, *args)` runs one
-stage (directly, or as a Prefect task inside the flow).
+    gasp        goalposts -> lemma -> lift (GASP); `gasp+rlvr` adds real tasks to the student batch
+    azr         unguided deduction / abduction / induction (Absolute Zero)
+    rlvr        real training tasks only
+
+A run config's `method:` section is one of the registered methods' config classes, chosen by
+its `name`. Adding a method: a file here with its `MethodConfig` subclass and its `@register`ed
+`Method` subclass, and its import below.
 """
 
-from importlib import import_module
+from selfplay_core.methods import azr, gasp, rlvr  # noqa: F401  (each registers its method)
+from selfplay_core.methods.base import Method, MethodConfig, Round, method_for, register, registered
 
-METHODS = {"gasp": "gasp", "gasp+rlvr": "gasp", "azr": "azr", "rlvr": "rlvr"}
-
-
-def get_method(name: str):
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; one of {sorted(METHODS)}")
-    return import_module(f"selfplay_core.methods.{METHODS[name]}")
+__all__ = ["Method", "MethodConfig", "Round", "method_for", "register", "registered"]

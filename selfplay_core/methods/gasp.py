@@ -1,46 +1,111 @@
-"""GASP: goalposts guide the teacher. Lemma (easier variant of a goalpost, along axis f or io,
-rewarded by the band [0.3, 0.7]) then lift (harder variant of the lemma with the goalpost hidden,
-band [0.1, 0.5]); the student trains on both. Ablations: one-step medium / hard (straight from
-the goalpost with one band), no io axis (teacher.axes), no rejection sampling; with
-student.real_tasks_per_iteration > 0 real training tasks join the student batch (GASP + RLVR).
+"""GASP: goalposts guide the teacher. Lemma (an easier variant of a goalpost along axis f or io,
+rewarded by the band [0.3, 0.7]) then lift (a harder variant of the lemma with the goalpost
+hidden, band [0.1, 0.5]); the student trains on both. Ablations: one-step medium / hard
+(straight from the goalpost with one band), no io axis (teacher.axes), no rejection sampling
+(teacher.rejection_sampling). `gasp+rlvr`: real training tasks join every student batch.
 """
 
-from selfplay_core.loop import stages as S
-from selfplay_core.loop.records import Anchor
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from pydantic import Field, model_validator
+
+from selfplay_core import rewards
+from selfplay_core import stages as S
+from selfplay_core.methods.base import Method, MethodConfig, register
+from selfplay_core.methods.rounds import DescribedRound
+from selfplay_core.records import Anchor, Proposal
 
 
-def _round(ctx, log, call, anchors, kind, direction, band):
-    n = ctx.config.teacher.proposals_per_anchor
-    props = call(f"propose_{kind}", S.propose, ctx, anchors, kind, direction, n)
-    call(f"validate_{kind}", S.validate, ctx, props, log)
-    call(f"estimate_{kind}", S.estimate_pass_rates, ctx, props)
-    call(f"score_{kind}", S.score, ctx, props, band, log)
-    call(f"fidelity_{kind}", S.fidelity, ctx, props, log)
-    S.remember(ctx, props)
-    return props
+class GASPConfig(MethodConfig):
+    name: Literal["gasp"] = "gasp"
+    goalposts_per_iteration: int = Field(8, ge=1)
+    proposals_per_anchor: int = Field(2, ge=1)
+    lemma_band: tuple[float, float] = (0.3, 0.7)
+    lift_band: tuple[float, float] = (0.1, 0.5)
+    out_of_band: float = -0.5
+    # Ablations: None = lemma -> lift; "medium"/"hard" = one step straight from the goalpost
+    # with the lemma / lift band.
+    one_step: Literal["medium", "hard"] | None = None
+
+    @model_validator(mode="after")
+    def _bands(self):
+        for name in ("lemma_band", "lift_band"):
+            lo, hi = getattr(self, name)
+            if not 0.0 <= lo <= hi <= 1.0:
+                raise ValueError(f"{name} must satisfy 0 <= low <= high <= 1, got {(lo, hi)}")
+        return self
 
 
-def run_iteration(ctx, log, call):
-    t = ctx.config.teacher
-    goalposts = ctx.goalpost_anchors(t.goalposts_per_iteration)
-    if t.one_step:
-        band = "lemma" if t.one_step == "medium" else "lift"
-        teacher = _round(ctx, log, call, goalposts, t.one_step, "easier", band)
-    else:
-        lemmas = _round(ctx, log, call, goalposts, "lemma", "easier", "lemma")
-        # The lift prompt shows the lemma only: the goalpost stays hidden.
+class GASPRLVRConfig(GASPConfig):
+    name: Literal["gasp+rlvr"] = "gasp+rlvr"
+
+    def check(self, run) -> None:
+        if run.student.real_tasks_per_iteration == 0:
+            raise ValueError("method gasp+rlvr mixes real tasks in: set "
+                             "student.real_tasks_per_iteration > 0")
+
+
+@dataclass(frozen=True)
+class BandReward:
+    """GASP's learnability band: `formula(p)` inside `band`, `out_of_band` outside."""
+
+    band: tuple[float, float]
+    out_of_band: float
+    formula: Callable[..., float]
+
+    def __call__(self, ctx, accepted: list[Proposal]) -> list[float]:
+        return [self.formula(p.pass_rate, band=self.band, out_of_band=self.out_of_band) for p in accepted]
+
+    def metrics(self, accepted: list[Proposal]) -> dict[str, float]:
+        lo, hi = self.band
+        return {"in_band": sum(lo <= p.pass_rate <= hi for p in accepted) / len(accepted)}
+
+
+# Kinds of GASP proposals an earlier iteration's buffer holds (student.replay_tasks_per_iteration).
+REPLAY_KINDS = ("lemma", "lift", "medium", "hard")
+
+
+@register
+class GASP(Method):
+    Config = GASPConfig
+
+    def rounds(self, ctx, done: list[Proposal]):
+        c = self.config
+        lemma = BandReward(c.lemma_band, c.out_of_band, rewards.r_lemma)
+        lift = BandReward(c.lift_band, c.out_of_band, rewards.r_lift)
+        goalposts = ctx.goalpost_anchors(c.goalposts_per_iteration)
+        if c.one_step:
+            yield DescribedRound(c.one_step, goalposts, "easier", c.proposals_per_anchor,
+                                 lemma if c.one_step == "medium" else lift)
+            return
+        yield DescribedRound("lemma", goalposts, "easier", c.proposals_per_anchor, lemma)
+        parents = self.lift_parents(ctx, [p for p in done if p.kind == "lemma"])
+        if parents:
+            yield DescribedRound("lift", parents, "harder", c.proposals_per_anchor, lift)
+
+    def lift_parents(self, ctx, lemmas: list[Proposal]) -> list[Anchor]:
+        """The accepted lemmas, shown without their goalpost; earlier lemmas from the buffer when
+        none was accepted this iteration."""
+        k = self.config.goalposts_per_iteration
         parents = [Anchor(p.id, p.parsed.question, p.parsed.code, p.anchor.goalpost_id, p.axis)
                    for p in lemmas if p.accepted]
         if not parents:
-            parents = ctx.buffer_anchors(t.goalposts_per_iteration, kinds=("lemma",))
-            parents = [a for a in parents if a.id != "azr-seed"]
-        parents = parents[: t.goalposts_per_iteration]
-        lifts = _round(ctx, log, call, parents, "lift", "harder", "lift") if parents else []
-        teacher = lemmas + lifts
-    student = S.student_tasks(ctx, teacher, log)
-    if ctx.config.student.replay_tasks_per_iteration:
-        student += call("solve_replay", S.solve_replay_tasks, ctx, log)
-    student += [("real", r) for r in call("solve_real", S.solve_real_tasks, ctx, log)]
-    call("update", S.update, ctx, teacher, student, log)
-    log.proposals.extend(teacher)
-    return teacher, student
+            parents = [a for a in ctx.buffer_anchors(k, kinds=("lemma",)) if a.id != "azr-seed"]
+        return parents[:k]
+
+    def student_batch(self, ctx, proposals, log, call):
+        student = S.student_tasks(ctx, proposals, log)
+        if ctx.config.student.replay_tasks_per_iteration:
+            student += call("solve_replay", S.solve_replay_tasks, ctx, REPLAY_KINDS, log)
+        student += [("real", r) for r in call("solve_real", S.solve_real_tasks, ctx, log)]
+        return student
+
+
+@register
+class GASPPlusRLVR(GASP):
+    """GASP with `student.real_tasks_per_iteration` real training tasks in every student batch."""
+
+    Config = GASPRLVRConfig

@@ -1,9 +1,26 @@
-"""Real-data RLVR: the student trains on the real training split; no teacher."""
+"""Real-data RLVR: the student trains on the real training split; no teacher, no proposals."""
 
-from selfplay_core.loop import stages as S
+from __future__ import annotations
+
+from typing import Literal
+
+from selfplay_core.methods.base import EstimatorName, Method, MethodConfig, register
 
 
-def run_iteration(ctx, log, call):
-    student = [("real", r) for r in call("solve_real", S.solve_real_tasks, ctx, log)]
-    call("update", S.update, ctx, [], student, log)
-    return [], student
+class RLVRConfig(MethodConfig):
+    name: Literal["rlvr"] = "rlvr"
+    advantage: EstimatorName = "grpo"   # per-prompt groups of the real tasks' samples
+
+    def check(self, run) -> None:
+        if run.student.real_tasks_per_iteration == 0:
+            raise ValueError("method rlvr trains on real tasks only: set "
+                             "student.real_tasks_per_iteration > 0")
+        if run.student.replay_tasks_per_iteration:
+            raise ValueError("student.replay_tasks_per_iteration: method rlvr has no buffer to "
+                             "replay; set it to 0")
+
+
+@register
+class RLVR(Method):
+    Config = RLVRConfig
+    # No rounds: the base class's student batch is the real tasks alone.

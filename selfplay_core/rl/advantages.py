@@ -9,13 +9,17 @@
   time; their advantage is 1 (plain log-likelihood), the rest are dropped.
 
 A group whose rewards are all equal carries no signal: its advantages are exactly 0.
+
+`ESTIMATORS` names each as a function of the batch's `Scored` rollouts; a method's config picks
+one (`method.advantage`), so the update stage never branches on a method or an estimator name.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Hashable, Sequence
 
 
 def _groups(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
@@ -63,4 +67,54 @@ def reinforce_half(passed: Sequence[bool], pass_rates: Sequence[float],
     return [1.0 if ok and p <= max_pass_rate else 0.0 for ok, p in zip(passed, pass_rates)]
 
 
-ESTIMATORS = ("trr++", "grpo", "dr_grpo", "reinforce_half")
+# ---- estimators over a batch of rollouts ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scored:
+    """What an estimator sees of one rollout."""
+
+    reward: float
+    role: str                    # teacher | student
+    kind: str                    # task kind: lemma, lift, azr_deduction, real, ...
+    group: Hashable              # the samples of one prompt (a task id, a proposal id)
+    passed: bool | None = None   # student rollouts: the executor's verdict
+
+
+Estimator = Callable[[Sequence[Scored]], list[float]]
+
+
+def _trr(batch: Sequence[Scored]) -> list[float]:
+    return task_relative_reinforce_pp([s.reward for s in batch], [s.kind for s in batch],
+                                      [s.role for s in batch])
+
+
+def _grpo(batch: Sequence[Scored]) -> list[float]:
+    return grpo([s.reward for s in batch], [(s.role, s.group) for s in batch])
+
+
+def _dr_grpo(batch: Sequence[Scored]) -> list[float]:
+    return dr_grpo([s.reward for s in batch], [(s.role, s.group) for s in batch])
+
+
+def _reinforce_half(batch: Sequence[Scored]) -> list[float]:
+    """REINFORCE½ for the solver: p is each task's pass rate over its samples in this batch.
+    Other roles (a proposer) keep Task-Relative REINFORCE++ over their own (kind, role) groups."""
+    solver = [i for i, s in enumerate(batch) if s.passed is not None]
+    others = [i for i, s in enumerate(batch) if s.passed is None]
+    out = [0.0] * len(batch)
+    by_group = _groups([(batch[i].role, batch[i].group) for i in solver])
+    rate = {g: sum(batch[solver[j]].passed for j in idx) / len(idx) for g, idx in by_group.items()}
+    p = [rate[(batch[i].role, batch[i].group)] for i in solver]
+    for i, a in zip(solver, reinforce_half([bool(batch[i].passed) for i in solver], p)):
+        out[i] = a
+    for i, a in zip(others, _trr([batch[i] for i in others])):
+        out[i] = a
+    return out
+
+
+ESTIMATORS: dict[str, Estimator] = {
+    "trr++": _trr,
+    "grpo": _grpo,
+    "dr_grpo": _dr_grpo,
+    "reinforce_half": _reinforce_half,
+}

@@ -12,7 +12,6 @@ its config files), not from this module.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
@@ -22,23 +21,8 @@ import torch.nn.functional as F
 # rejected) without importing torch; re-exported here for existing callers.
 from selfplay_core.rl.config import LearnerConfig  # noqa: F401
 from selfplay_core.rl.head_scores import final_hidden, head_scores, output_head
+from selfplay_core.rl.rollout import Rollout  # torch-free: stages and methods build rollouts
 
-
-@dataclass
-class Rollout:
-    """One sampled completion with what the update needs. `old_logprobs` are the sampling
-    policy's per-token logprobs of `completion_ids` (from the engine)."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    old_logprobs: list[float]
-    advantage: float
-    role: str = "student"
-    meta: dict = field(default_factory=dict)
-    temperature: float = 1.0   # the sampling temperature: the learner scores the same policy
-    # The learner's own logprobs of `completion_ids` before its first step over this rollout
-    # (filled by that step when TIS is on; later epochs take the ratio against them).
-    learner_logprobs: list[float] | None = None
 
 
 def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, torch.Tensor]:

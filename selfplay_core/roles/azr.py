@@ -37,7 +37,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from selfplay_core.problems import Problem, Sample, TestCase
 from selfplay_core.roles.common import END_OF_TEXT, Rejection, check_function, split_sections, strip_fences
+from selfplay_core.sandbox.compare import call_matches, values_match
 
 TASK_TYPES = ("deduction", "abduction", "induction")
 
@@ -193,8 +195,6 @@ def parse_literal(text: str, *, max_chars: int = MAX_LITERAL_CHARS, max_nodes: i
 def is_literal_value(value: Any, max_chars: int = MAX_LITERAL_CHARS) -> Rejection | None:
     """None when `repr(value)` reads back (by `parse_literal`) as an equal value of the same
     type, i.e. a student could write it; else why not."""
-    from selfplay_core.sandbox.compare import values_match
-
     try:
         text = repr(value)
     except Exception as e:
@@ -461,8 +461,6 @@ def parse_proposal(output: str, entry_point: str = "f", *,
 
 def check_deduction(answer: LiteralAnswer | Rejection, expected: Any, atol: float = 0.0) -> bool:
     """The predicted output equals the program's, by the executor's typed comparison."""
-    from selfplay_core.sandbox.compare import call_matches
-
     if isinstance(answer, Rejection):
         return False
     return call_matches(answer.value, expected, atol=atol)
@@ -475,8 +473,6 @@ def check_abductions(executor, items: list[tuple[str, LiteralAnswer | Rejection,
     The program is model-written, so it runs in the sandbox; the comparison happens in the
     trusted parent on the decoded plain value (a returned object with a lying `__eq__` is an
     opaque marker there and equals nothing)."""
-    from selfplay_core.problems import Problem, Sample, TestCase
-
     out = [False] * len(items)
     jobs = []
     for k, (program, answer, n_params, expected) in enumerate(items):

@@ -50,6 +50,23 @@ def check_function(code: str, entry_point: str) -> tuple[int, str] | Rejection:
     return Rejection("no_entry_point", f"no top-level def {entry_point}(...)")
 
 
+def signature_of(code: str, entry_point: str = "f") -> str | None:
+    """The header of the top-level function `entry_point` in `code` as one normalised line
+    (`def f(xs, k):`, annotations kept, decorators and body dropped); None when `code` does not
+    parse or does not define it. A task's student prompt shows its reference's header, so the
+    student writes a body for the parameters the reference takes."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point:
+            head = type(node)(name=node.name, args=node.args, body=[ast.Pass()], decorator_list=[],
+                              returns=node.returns, type_params=getattr(node, "type_params", []))
+            return ast.unparse(ast.fix_missing_locations(head)).splitlines()[0]
+    return None
+
+
 def cut_at(text: str, markers: tuple[str, ...]) -> str:
     """Text up to the earliest of the markers."""
     end = len(text)

@@ -25,6 +25,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from selfplay_core.evaluation.extract import program_from_completion
+from selfplay_core.evaluation.prompts import get_template
 from selfplay_core.roles.common import END_OF_TEXT, Rejection, check_function, cut_at, strip_fences
 
 TASK_HEADER = "### Task"
@@ -78,8 +80,6 @@ def is_real_problem(problem) -> bool:
 
 @functools.lru_cache(maxsize=32)
 def _template(spec: str | None, benchmark: str):
-    from selfplay_core.evaluation.prompts import get_template
-
     return get_template(spec, benchmark)
 
 
@@ -90,8 +90,6 @@ def real_student_prompt(problem) -> str:
 
 def real_student_program(problem, completion: str) -> str | Rejection:
     """The program to verify for one completion of a benchmark problem (never raises)."""
-    from selfplay_core.evaluation.extract import program_from_completion
-
     try:
         meta = problem.metadata
         template = _template(meta.get("prompt_template"), meta["benchmark"])

@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Protocol
 
+from selfplay_core import values as _values
 from selfplay_core.sandbox import worker as _worker_mod
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,9 @@ class SandboxUnavailable(RuntimeError):
 
 @functools.lru_cache(maxsize=1)
 def worker_source() -> str:
-    return inspect.getsource(_worker_mod)
+    """The worker's program: the value codec, then the worker itself (which imports the codec
+    only when the trusted parent imports it as a module)."""
+    return inspect.getsource(_values) + "\n\n" + inspect.getsource(_worker_mod)
 
 
 class WorkerProcess(Protocol):

@@ -11,16 +11,11 @@
     model.py       the Qwen2-class tiny model
     pretrain.py    the causal-LM pretraining loop
     bootstrap.py   corpus -> tokenizer -> model -> training -> cached HF folder
-    evaluate.py    sample + verify: pass counts, pass@k by depth, teacher validity
+    diagnostics.py pass@k by depth, teacher validity (diagnostics; sampling + verification is
+                   selfplay_core.solve)
     metrics.py     unbiased pass@k
     pg.py          student-only policy gradient (RL sanity check)
 
 Goalpost mining lives in `selfplay_core.goalposts`; role prompts and parsers in `selfplay_core.roles`.
 """
 
-
-def run_default_loop(iterations: int = 2, device: str | None = None) -> dict:
-    """Hook for benchmarks/gpu_check.py: a few iterations of the default self-play loop."""
-    from selfplay_core.loop.headless import run_default_loop as run
-
-    return run(iterations=iterations, device=device)

@@ -3,13 +3,7 @@ set of tasks reading as NaN (a depth with no tasks in a split) rather than an er
 
 from __future__ import annotations
 
-from selfplay_core.evaluation import passk
+from selfplay_core.evaluation.passk import mean_pass_at_k_or_nan as mean_pass_at_k
 from selfplay_core.evaluation.passk import pass_at_k
 
 __all__ = ["pass_at_k", "mean_pass_at_k"]
-
-
-def mean_pass_at_k(counts: list[tuple[int, int]], k: int) -> float:
-    """Mean over tasks of pass@k; `counts` holds (n, c) per task."""
-    counts = list(counts)
-    return float("nan") if not counts else passk.mean_pass_at_k(counts, k)

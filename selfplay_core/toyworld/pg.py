@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from selfplay_core.engines.base import SamplingParams
-from selfplay_core.toyworld.evaluate import _with_student_stops, score, student_prompt_for
+from selfplay_core.solve import with_student_stops, score, student_prompt_for
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def policy_gradient(model, engine, executor, problems, settings: PGSettings,
         if settings.time_budget_s is not None and time.time() - t0 > settings.time_budget_s:
             break
         batch = rng.sample(list(problems), min(settings.tasks_per_step, len(problems)))
-        sp = _with_student_stops(SamplingParams(temperature=settings.temperature,
+        sp = with_student_stops(SamplingParams(temperature=settings.temperature,
                                                 max_new_tokens=settings.max_new_tokens,
                                                 seed=settings.seed * 100_003 + step))
         comps = engine.generate([student_prompt_for(p) for p in batch], settings.samples_per_task, sp)

@@ -8,6 +8,8 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from selfplay_core.tracking.plots import curves
+
 DEFAULT_METRICS = ("eval/all/pass@1", "eval/all/pass@8", "goalposts/solved",
                    "student/accepted/reward", "teacher/lemma/acceptance")
 
@@ -84,7 +86,5 @@ def render_table(rows: list[RunRow], metrics=DEFAULT_METRICS) -> str:
 
 
 def render_png(rows: list[RunRow], path: str, metric: str = "eval/all/pass@1") -> str:
-    from selfplay_core.tracking.plots import curves
-
     series = {f"{r.method} s{r.seed} ({r.name})": r.curves.get(metric, []) for r in rows}
     return str(curves(series, path, title=f"{metric} per iteration", ylabel=metric))

@@ -33,9 +33,9 @@ def free_port() -> int:
 
 
 def loop_sets(model_dir, out_dir, url):
-    return [f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=1",
+    return [f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=1", "updates_per_iteration=1",
             "engine.backend=vllm", f"engine.vllm_url={url}",
-            "teacher.goalposts_per_iteration=2", "teacher.proposals_per_anchor=2",
+            "method.goalposts_per_iteration=2", "method.proposals_per_anchor=2",
             "teacher.rejection_sampling=false",  # the scripted proposals are near-duplicates
             "student.samples_per_task=2", "student.batch_size=16",
             "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=4", "eval.goalpost_every=1",
@@ -112,15 +112,15 @@ def test_unreachable_server_is_one_error_before_the_run_starts(micro_model_dir, 
     assert url in lines[0] and "selfplay vllm-serve" in lines[0] and "launch_server" in lines[0]
     assert not out.exists()  # no run directory, no MLflow store: nothing started
 
-    # The same check guards a direct RunContext (the Prefect flow's path), before the model loads.
+    # The same check guards a direct build_context (the Prefect flow's path), before the model loads.
     from selfplay_core.config import load_config
-    from selfplay_core.loop.context import RunContext
+    from selfplay_core.loop.context import build_context
     from selfplay_core.loop.engine_setup import EngineSetupError
 
     cfg = load_config(None, [f"model.path={micro_model_dir}", "engine.backend=vllm",
                              f"engine.vllm_url={url}"])
     with pytest.raises(EngineSetupError, match="does not answer"):
-        RunContext(cfg, tmp_path / "ctx")
+        build_context(cfg, tmp_path / "ctx")
 
 
 def test_gpu_config_dry_run_shows_the_vllm_engine(capsys):
@@ -134,7 +134,7 @@ def test_gpu_config_dry_run_shows_the_vllm_engine(capsys):
 
 def test_filesystem_sync_without_a_served_folder_fails_before_the_run(micro_model_dir, tmp_path):
     from selfplay_core.config import load_config
-    from selfplay_core.loop.context import RunContext
+    from selfplay_core.loop.context import build_context
     from selfplay_core.loop.engine_setup import EngineSetupError
 
     fake = FakeVLLM(model="m").start()
@@ -142,7 +142,7 @@ def test_filesystem_sync_without_a_served_folder_fails_before_the_run(micro_mode
         cfg = load_config(None, [f"model.path={micro_model_dir}", "engine.backend=vllm",
                                  f"engine.vllm_url={fake.url}"])
         with pytest.raises(EngineSetupError, match="set engine.served_model_dir"):
-            RunContext(cfg, tmp_path / "ctx")
+            build_context(cfg, tmp_path / "ctx")
     finally:
         fake.stop()
 

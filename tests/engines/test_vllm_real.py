@@ -239,7 +239,7 @@ def loop_config(servers, run_dir: Path):
         f"model.path={ASSET}", f"out_dir={run_dir}", "iterations=2", "tracking.run_name=real",
         "engine.backend=vllm", f"engine.vllm_url=[{', '.join(urls)}]",
         f"engine.served_model_dir={servers['served']}",
-        "teacher.goalposts_per_iteration=4", "student.samples_per_task=4", "student.batch_size=64",
+        "method.goalposts_per_iteration=4", "student.samples_per_task=4", "student.batch_size=64",
         "eval.n=4", "eval.ks=[1, 4]", "eval.max_problems=12", "eval.goalpost_every=1",
         "eval.goalpost_k=4", "world.goalpost_k=8", "world.max_goalposts=8",
         "updates_per_iteration=2", "sandbox.workers=2"])

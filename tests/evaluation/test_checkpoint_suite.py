@@ -12,7 +12,7 @@ import pytest
 def test_checkpoint_eval_writes_report_and_mlflow_run(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from selfplay_core.evaluation.suite import CheckpointEvalConfig, run_checkpoint_eval
+    from selfplay_core.checkpoint_eval import CheckpointEvalConfig, run_checkpoint_eval
     from selfplay_core.storage import open_store
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
@@ -75,7 +75,7 @@ def test_loop_compatibility_and_cache_key():
 def test_bad_checkpoints_and_parameters_are_one_clear_error(tmp_path):
     from pydantic import ValidationError
 
-    from selfplay_core.evaluation.suite import CheckpointEvalConfig, resolve_checkpoint
+    from selfplay_core.checkpoint_eval import CheckpointEvalConfig, resolve_checkpoint
     from selfplay_core.mining import resolve_model
     from selfplay_core.problems import InputError
 
@@ -101,7 +101,7 @@ def test_a_benchmark_that_does_not_fit_the_checkpoint_is_refused_before_anything
     from tokenizers import Tokenizer
 
     from selfplay_core.datasets.evalplus import load_humanevalplus
-    from selfplay_core.evaluation.suite import CheckpointEvalConfig, run_checkpoint_eval
+    from selfplay_core.checkpoint_eval import CheckpointEvalConfig, run_checkpoint_eval
     from selfplay_core.problems import InputError
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
@@ -128,12 +128,12 @@ def test_a_benchmark_that_does_not_fit_the_checkpoint_is_refused_before_anything
     assert not (tmp_path / "eval" / "ev" / "toy").exists()  # the toy benchmark did not run first
     assert MlflowClient(uri).search_experiments(filter_string="name = 'selfplay-eval'") == []
     # With room for the prompts the same benchmark is accepted by the check.
-    from selfplay_core.evaluation.suite import check_benchmarks_fit
+    from selfplay_core.checkpoint_eval import check_benchmarks_fit
     check_benchmarks_fit(cfg.model_copy(update={"max_new_tokens": window - max(lengths)}), ASSET_DIR)
 
 
 def test_expected_output_progress_says_what_it_computes_and_each_quarter():
-    from selfplay_core.evaluation.suite import expected_output_progress
+    from selfplay_core.checkpoint_eval import expected_output_progress
 
     lines = []
     on_compute, progress = expected_output_progress("mbppplus", lines.append)

@@ -39,7 +39,7 @@ def _scripted(ctx, text, prompt_ids, temperature):
 def scripting_call(name, fn, *args):
     out = fn(*args)
     if name in ("propose_azr_deduction", "propose_azr_abduction"):
-        ctx, task_type = args[0], args[1]
+        ctx, task_type = args[0], fn.__self__.task_type   # the stage is the round's propose hook
         for p, text in zip(out, SCRIPTED[task_type]):
             p.completion = _scripted(ctx, text, p.completion.prompt_token_ids, p.temperature)
     return out
@@ -51,8 +51,8 @@ def test_one_azr_iteration_with_three_task_types(micro_model_dir, tmp_path):
 
     cfg = load_config(None, [
         "method=azr", f"out_dir={tmp_path / 'runs'}", "iterations=1",
-        "azr.task_types=[deduction, abduction, induction]", "azr.proposals_per_iteration=4",
-        "azr.references=3", "student.samples_per_task=4", "student.batch_size=32",
+        "method.task_types=[deduction, abduction, induction]", "method.proposals_per_iteration=4",
+        "method.references=3", "student.samples_per_task=4", "student.batch_size=32",
         "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=4", "eval.goalpost_every=1",
         "eval.goalpost_k=2", "world.goalpost_k=2", "world.max_goalposts=3",
         "engine.max_new_tokens_teacher=96", "engine.max_new_tokens_student=32",
@@ -65,7 +65,7 @@ def test_one_azr_iteration_with_three_task_types(micro_model_dir, tmp_path):
     def call(name, fn, *args):
         seen.append(name)
         if name == "update":  # (task type, role): the groups TRR++ normalizes within
-            _, teacher, student, _ = args
+            _, _, teacher, student, _ = args   # (ctx, method, proposals, student batch, log)
             groups.update((p.kind, "proposer") for p in teacher)
             groups.update((kind, "solver") for kind, _ in student)
         return scripting_call(name, fn, *args)

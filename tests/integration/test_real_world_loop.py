@@ -31,7 +31,7 @@ def lcb_config(model_dir, out_dir, *extra):
         f"model.path={model_dir}", f"out_dir={out_dir}", "method=gasp+rlvr", "iterations=1",
         "world.name=lcb", "world.eval_sets=[lcb, humaneval+]", "world.max_goalpost_candidates=4",
         "world.goalpost_k=2", "world.max_goalposts=2",
-        "teacher.goalposts_per_iteration=2", "teacher.proposals_per_anchor=2",
+        "method.goalposts_per_iteration=2", "method.proposals_per_anchor=2",
         "student.samples_per_task=2", "student.batch_size=8", "student.real_tasks_per_iteration=1",
         "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=2", "eval.goalpost_every=1",
         "eval.goalpost_k=2", "engine.max_new_tokens_teacher=48", "engine.max_new_tokens_student=32",
@@ -84,7 +84,7 @@ def test_gasp_iteration_on_the_lcb_world(long_context_micro, tmp_path, executor)
 
 def test_a_goalpost_set_file_replaces_mining_and_bad_ones_fail_clearly(long_context_micro, tmp_path,
                                                                        executor):
-    from selfplay_core.loop.context import RunContext
+    from selfplay_core.loop.context import build_context
     from selfplay_core.problems import InputError
 
     gp_file = tmp_path / "gp.json"
@@ -92,14 +92,14 @@ def test_a_goalpost_set_file_replaces_mining_and_bad_ones_fail_clearly(long_cont
                      f"world.goalposts={gp_file}", "world.max_goalposts=null",
                      "world.max_goalpost_candidates=null")
     with pytest.raises(InputError, match="gp.json: file not found"):
-        RunContext(cfg, tmp_path / "r0", executor=executor)
+        build_context(cfg, tmp_path / "r0", executor=executor)
     gp_file.write_text(json.dumps({"ids": ["abc365_b"]}))  # a test-window id: not a candidate
     with pytest.raises(InputError, match=r"field 'ids': 1 of 1 ids are not in this run's goalpost pool"):
-        RunContext(cfg, tmp_path / "r1", executor=executor)
+        build_context(cfg, tmp_path / "r1", executor=executor)
     train = sorted(p.id for p in __import__("selfplay_core.datasets.livecodebench", fromlist=["x"])
                    .load_lcb(None, window="train").problems)[:3]
     gp_file.write_text(json.dumps({"format": "selfplay-goalposts/1", "ids": train}))
-    ctx = RunContext(cfg, tmp_path / "r2", executor=executor)
+    ctx = build_context(cfg, tmp_path / "r2", executor=executor)
     try:
         assert [g.id for g in ctx.goalposts] == train
         assert {p.metadata["eval_set"] for p in ctx.eval_problems} == {"lcb"}

@@ -23,7 +23,7 @@ def small_config(model_dir, out_dir, **over):
     from selfplay_core.config import load_config
 
     sets = [f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=2",
-            "teacher.goalposts_per_iteration=3", "teacher.proposals_per_anchor=2",
+            "method.goalposts_per_iteration=3", "method.proposals_per_anchor=2",
             "student.samples_per_task=4", "student.batch_size=32",
             "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=8", "eval.goalpost_every=1",
             "eval.goalpost_k=2", "world.goalpost_k=4", "world.max_goalposts=6",

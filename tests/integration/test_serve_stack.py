@@ -87,8 +87,8 @@ def tiny_selfplay_run(cwd: Path) -> None:
     it logs to its default store, cwd/runs/mlruns."""
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
-    sets = [f"model.path={ASSET_DIR}", "iterations=1", "teacher.goalposts_per_iteration=2",
-            "teacher.proposals_per_anchor=2", "student.samples_per_task=2", "student.batch_size=16",
+    sets = [f"model.path={ASSET_DIR}", "iterations=1", "method.goalposts_per_iteration=2",
+            "method.proposals_per_anchor=2", "student.samples_per_task=2", "student.batch_size=16",
             "eval.n=1", "eval.ks=[1]", "eval.max_problems=4", "eval.goalpost_every=1",
             "eval.goalpost_k=1", "world.goalpost_k=2", "world.max_goalposts=3",
             "engine.max_new_tokens_teacher=64", "engine.max_new_tokens_student=32",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from selfplay_core.config import dump_config, load_config
-from selfplay_core.loop import checkpoints as C
+from selfplay_core import checkpoints as C
 from selfplay_core.loop.driver import check_resumable, run_selfplay, started_by
 from selfplay_core.state import RunState, StateError, load_state, save_state
 from selfplay_core.storage import open_store

@@ -31,7 +31,7 @@ ITERATIONS = 3
 
 def tiny_config(path: Path, model_dir: Path) -> Path:
     cfg = {"iterations": ITERATIONS, "model": {"path": str(model_dir)},
-           "teacher": {"goalposts_per_iteration": 3, "proposals_per_anchor": 2},
+           "method": {"name": "gasp", "goalposts_per_iteration": 3, "proposals_per_anchor": 2},
            "student": {"samples_per_task": 4, "batch_size": 32},
            "eval": {"n": 2, "ks": [1, 2], "max_problems": 8, "goalpost_every": 1, "goalpost_k": 2},
            "world": {"goalpost_k": 4, "max_goalposts": 6},

@@ -50,3 +50,43 @@ def test_length_mismatch_is_an_error():
         A.grpo([1, 2], [0])
     with pytest.raises(ValueError):
         A.reinforce_half([True], [0.1, 0.2])
+
+
+# ---- the estimators a method's config names (method.advantage) ------------------------------
+
+def S(reward, role="student", kind="lemma", group="t1", passed=None):
+    if role == "student" and passed is None:
+        passed = reward == 1
+    return A.Scored(reward, role, kind, group, passed)
+
+
+def test_every_estimator_is_registered():
+    assert set(A.ESTIMATORS) == {"trr++", "grpo", "dr_grpo", "reinforce_half"}
+
+
+def test_trr_groups_by_kind_and_role_grpo_by_role_and_prompt():
+    batch = [S(1, group="a"), S(0, group="a"), S(1, group="b"), S(1, group="b"),
+             S(0.5, role="teacher", kind="lemma", group="p1"), S(-0.5, role="teacher", group="p2")]
+    # TRR++: one student group (lemma, student) over all four, one teacher group
+    assert A.ESTIMATORS["trr++"](batch) == pytest.approx([0.5774, -1.7320, 0.5774, 0.5774, 1, -1], abs=1e-3)
+    # GRPO: per (role, prompt): task b is always solved (no signal), each teacher prompt alone
+    assert A.ESTIMATORS["grpo"](batch) == pytest.approx([1, -1, 0, 0, 0, 0], abs=1e-3)
+    assert A.ESTIMATORS["dr_grpo"](batch) == pytest.approx([0.5, -0.5, 0, 0, 0, 0])
+
+
+REINFORCE_HALF = [
+    # a task solved 1 of 4 (p = 0.25): its correct rollout is kept, advantage 1
+    ([S(1, group="a"), S(0, group="a"), S(0, group="a"), S(0, group="a")], [1, 0, 0, 0]),
+    # solved 2 of 4 (p = 0.5, the edge): both correct ones kept
+    ([S(1, group="a"), S(1, group="a"), S(0, group="a"), S(0, group="a")], [1, 1, 0, 0]),
+    # solved 3 of 4 (p = 0.75): too easy, nothing kept; never solved: nothing to keep
+    ([S(1, group="a"), S(1, group="a"), S(1, group="a"), S(0, group="a"), S(0, group="b"), S(0, group="b")],
+     [0, 0, 0, 0, 0, 0]),
+    # the proposer's rollouts keep TRR++ over their own (kind, role) group
+    ([S(1, group="a"), S(0, group="a"), S(0.8, role="teacher"), S(0.2, role="teacher")], [1, 0, 1, -1]),
+]
+
+
+@pytest.mark.parametrize("batch,expected", REINFORCE_HALF)
+def test_reinforce_half_over_a_batch(batch, expected):
+    assert A.ESTIMATORS["reinforce_half"](batch) == pytest.approx(expected, abs=1e-4)

@@ -47,12 +47,12 @@ def test_accelerate_launch_of_two_ranks_stops_both_before_anything_starts(tmp_pa
 
 def test_the_library_entry_refuses_a_rank_too(monkeypatch, tmp_path):
     from selfplay_core.config import load_config
-    from selfplay_core.loop.context import RunContext
+    from selfplay_core.loop.context import build_context
 
     monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("RANK", "3")
     with pytest.raises(DistributedLaunchError, match="rank 3 of 4"):
-        RunContext(load_config(None, []), tmp_path / "ctx")
+        build_context(load_config(None, []), tmp_path / "ctx")
     assert not (tmp_path / "ctx").exists()
     refuse_distributed_launch({"WORLD_SIZE": "1"})  # a single-process launch is fine
     refuse_distributed_launch({})

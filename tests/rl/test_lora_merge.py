@@ -17,7 +17,7 @@ import torch
 from selfplay_core.engines.gpu_config import LoraSettings
 from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig, iter_sync_tensors
 from selfplay_core.rl.gpu import prepare_model
-from selfplay_core.rl.lora import merged_tensor_specs
+from selfplay_core.engines.lora import merged_tensor_specs
 
 torch.set_num_threads(1)
 

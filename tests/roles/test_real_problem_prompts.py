@@ -11,7 +11,7 @@ from selfplay_core.engines.base import Completion, SamplingParams
 from selfplay_core.loop.worlds import _tagged
 from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.student import real_student_program, real_student_prompt
-from selfplay_core.toyworld.evaluate import solve
+from selfplay_core.solve import solve
 
 
 def lcb_stdin():

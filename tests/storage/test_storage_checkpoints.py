@@ -12,7 +12,7 @@ import pytest
 from s3servers import Fault
 
 from selfplay_core.config import load_config
-from selfplay_core.loop import checkpoints as C
+from selfplay_core import checkpoints as C
 from selfplay_core.loop.driver import check_resumable
 from selfplay_core.state import RunState, StateError, save_state
 from selfplay_core.storage import StorageConfig, open_store

@@ -25,7 +25,8 @@ def test_asset_is_a_default_bootstrap_and_loads():
 def _pass1(model_dir, world, executor):
     from selfplay_core.engines.base import SamplingParams
     from selfplay_core.engines.hf import HFEngine
-    from selfplay_core.toyworld.evaluate import pass_by_depth, solve
+    from selfplay_core.solve import solve
+    from selfplay_core.toyworld.diagnostics import pass_by_depth
 
     engine = HFEngine(model_dir, batch_size=128)
     probs = world.eval.by_depth()[1] + world.eval.by_depth()[2]

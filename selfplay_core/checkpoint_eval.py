@@ -21,9 +21,23 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from selfplay_core.datasets.registry import load_benchmark
+from selfplay_core.engines.base import SamplingParams
+from selfplay_core.engines.hf import HFEngine
 from selfplay_core.evaluation.fit import check_prompts_fit, context_window, load_tokenizer, prompt_problems
+from selfplay_core.evaluation.prompts import get_template
+from selfplay_core.evaluation.report import write_outputs
+from selfplay_core.evaluation.runner import EvalConfig, evaluate
 from selfplay_core.problems import InputError
+from selfplay_core.sandbox import Executor
 from selfplay_core.sandbox.config import SandboxConfig
+from selfplay_core.solve import solve
+from selfplay_core.storage import StorageConfig, open_store
+from selfplay_core.storage.config import LOCAL_CHECKSUM_DIR
+from selfplay_core.toyworld.bootstrap import default_model_dir
+from selfplay_core.toyworld.metrics import mean_pass_at_k
+from selfplay_core.toyworld.splits import build_world
+from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
 
 BenchmarkName = Literal["toy", "humanevalplus", "mbppplus", "lcb", "humaneval", "mbpp"]
 
@@ -77,19 +91,14 @@ def _split_s3(uri: str) -> tuple[str, str]:
 def resolve_checkpoint(checkpoint: str, work_dir: str | Path) -> Path:
     """A local model folder for `checkpoint` (downloading a stored one into work_dir)."""
     if checkpoint == "toy":
-        from selfplay_core.toyworld.bootstrap import default_model_dir
         try:
             return default_model_dir()
         except FileNotFoundError as e:
             raise InputError(f"checkpoint 'toy': {e}") from None
     if checkpoint.startswith(("s3://", "file://")):
-        from selfplay_core.storage import StorageConfig, open_store
-
         if checkpoint.startswith("s3://"):
             root, key = _split_s3(checkpoint)
         else:
-            from selfplay_core.storage.config import LOCAL_CHECKSUM_DIR
-
             path = Path(checkpoint[len("file://"):])
             # The store's root is the folder holding its checksum sidecars; without one this is
             # a plain model folder.
@@ -109,8 +118,6 @@ def resolve_checkpoint(checkpoint: str, work_dir: str | Path) -> Path:
 
 def toy_eval_problems(world_seed: int, max_problems: int | None):
     """The toy world's held-out problems; the subset matches RunContext's for the same seed."""
-    from selfplay_core.toyworld.splits import build_world
-
     probs = build_world(world_seed).eval.problems
     if max_problems:
         r = random.Random(f"eval-subset:{world_seed}")
@@ -120,10 +127,6 @@ def toy_eval_problems(world_seed: int, max_problems: int | None):
 
 def evaluate_toy(engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> dict:
     """Held-out toy-world pass@k overall and by depth; writes report.json and results.jsonl."""
-    from selfplay_core.engines.base import SamplingParams
-    from selfplay_core.toyworld.evaluate import solve
-    from selfplay_core.toyworld.metrics import mean_pass_at_k
-
     t0 = time.perf_counter()
     probs = toy_eval_problems(cfg.world_seed, cfg.max_problems)
     sp = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
@@ -174,12 +177,6 @@ def evaluate_benchmark(name: str, engine, executor, cfg: CheckpointEvalConfig, o
     """One code benchmark through the runner (as `selfplay evaluate --model`); writes its files."""
     import dataclasses
 
-    from selfplay_core.datasets.registry import load_benchmark
-    from selfplay_core.engines.base import SamplingParams
-    from selfplay_core.evaluation.prompts import get_template
-    from selfplay_core.evaluation.report import write_outputs
-    from selfplay_core.evaluation.runner import EvalConfig, evaluate
-
     on_compute, progress = expected_output_progress(name, log)
     bench = load_benchmark(name, cfg.data, executor=executor, on_compute=on_compute, progress=progress)
     if cfg.max_problems and len(bench.problems) > cfg.max_problems:
@@ -206,8 +203,6 @@ def check_benchmarks_fit(cfg: CheckpointEvalConfig, model_dir: Path) -> None:
     """Before anything starts: the prompts of each code benchmark (the subset evaluated) plus
     max_new_tokens fit the checkpoint's context, else one InputError naming the benchmark
     (e.g. HumanEval+ on the toy model: 238 + 1024 tokens > 512)."""
-    from selfplay_core.evaluation.prompts import get_template
-
     window = context_window(model_dir)
     names = [n for n in cfg.benchmarks if n != "toy"]
     if window is None or not names:
@@ -233,8 +228,6 @@ def run_name_for(cfg: CheckpointEvalConfig) -> str:
 
 
 def open_tracker(cfg: CheckpointEvalConfig, run_name: str, out_root: Path):
-    from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
-
     uri, artifacts = resolve_tracking(cfg.mlflow_uri, cfg.out_dir)
     tracker = RunTracker(uri, cfg.experiment, run_name=run_name, artifact_location=artifacts,
                          tags={"kind": "evaluation", "checkpoint": cfg.checkpoint,
@@ -257,8 +250,6 @@ def run_checkpoint_eval(cfg: CheckpointEvalConfig, *, call=direct, log=lambda m:
     a Prefect task in the flow); one MLflow run; returns a JSON-ready summary."""
     import tempfile
 
-    from selfplay_core.engines.hf import HFEngine
-    from selfplay_core.sandbox import Executor
 
     run_name = run_name_for(cfg)
     out_root = Path(cfg.out_dir) / run_name

@@ -32,13 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from selfplay_core.state import StateError
+from selfplay_core.storage import StorageConfig, StorageError, open_store
 from selfplay_core.storage.files import fsync_dir, sha256_file
 
 MANIFEST = "checkpoint_manifest.json"
 DIR = "checkpoints"
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^iter-(\d{4,})$")
+
+
+class StateError(RuntimeError):
+    """A missing or corrupt state/checkpoint file; the message names the file. (Defined here,
+    below `state`, which re-exports it: loading a state names the last good checkpoint.)"""
 
 
 def checkpoint_name(iteration: int) -> str:
@@ -160,7 +165,6 @@ def resolve_checkpoint(run_dir: Path, state, cfg) -> Path:
     recorded; when the local copy is gone or damaged and the run has a checkpoint store, the
     stored copy is fetched (and verified) in its place. Otherwise a StateError that names the
     file and the last good iteration."""
-    from selfplay_core.storage import StorageError
 
     run_dir = Path(run_dir)
     path = Path(state.last_checkpoint)
@@ -221,7 +225,6 @@ def fetch(store, key: str, dest: Path, manifest_sha256: str | None) -> Path:
 
 def open_checkpoint_store(cfg):
     """The run's checkpoint store (tracking.checkpoint_store); S3 settings from the environment."""
-    from selfplay_core.storage import StorageConfig, open_store
     return open_store(StorageConfig.from_env(uri=cfg.tracking.checkpoint_store))
 
 

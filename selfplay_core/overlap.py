@@ -27,7 +27,7 @@ import dataclasses
 import threading
 import time
 
-from selfplay_core.rl.learner import Rollout
+from selfplay_core.rl.rollout import Rollout
 
 
 def to_rows(rollouts: list[Rollout]) -> list[dict]:

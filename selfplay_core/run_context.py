@@ -1,0 +1,129 @@
+"""RunContext: the live objects of one run that the stages and methods share (config, state,
+RNG, engine, executor, learner, the world's problems, buffers), plus the small stateful helpers
+they use (seeds, ids, anchors, the real-task cursor).
+
+It is a plain dataclass: `loop.context.build_context` assembles a run's context from its
+config with one small factory per part; a test constructs one from exactly the parts it needs
+(`RunContext(config=cfg, executor=executor)`), and what it leaves out stays None.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from selfplay_core.buffers import BufferItem, TaskBuffer
+from selfplay_core.overlap import BackgroundUpdate
+from selfplay_core.problems import Problem
+from selfplay_core.records import Anchor
+from selfplay_core.state import RunState, restore_rng
+
+log = logging.getLogger(__name__)
+
+IDENTITY_SEED = Anchor("azr-seed", "Return the input unchanged.", "def f(x):\n    return x\n")
+
+
+def contamination_index(problems: list[Problem], threshold: float) -> TaskBuffer:
+    """The evaluation problems as a near-duplicate index: a proposal too close to one is rejected."""
+    index = TaskBuffer(threshold=threshold)
+    for p in problems:
+        index.add(BufferItem(p.id, "eval", p.prompt or "", p.metadata.get("reference", "")))
+    return index
+
+
+@dataclass
+class RunContext:
+    config: Any                                  # the RunConfig (selfplay_core.config)
+    run_dir: Path | None = None
+    state: RunState = field(default_factory=RunState)
+    rng: random.Random | None = None             # None: seeded from config.seed (and the state)
+    engine: Any = None                           # generation (engines.base.Engine)
+    executor: Any = None                         # the sandbox (sandbox.Executor)
+    learner: Any = None                          # rl.learner.Learner
+    tokenizer: Any = None
+    model_dir: Path | None = None                # the weights the run started from
+    world: Any = None                            # loop.worlds.World (where the problems below came from)
+    eval_problems: list[Problem] = field(default_factory=list)
+    real_tasks: list[Problem] = field(default_factory=list)
+    goalposts: list[Problem] = field(default_factory=list)
+    fidelity_fn: Callable | None = None          # toy-world oracle: does a question describe its code
+    decontaminator: Any = None                   # real-data worlds: n-gram index of the eval statements
+    buffers: TaskBuffer | None = None            # None: the state's buffer
+    contamination: TaskBuffer | None = None      # None: built from eval_problems
+    # After a learner update: hands the new weights to the engine, returns metrics of the push.
+    # None: nothing to push (the engine is not updated, e.g. a test without a learner).
+    push: Callable[[Any], dict] | None = None
+    # Around the learner's update (a colocated vLLM server sleeps through it); None: nothing.
+    turn: Callable[[], AbstractContextManager] | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)   # run by close(), last first
+    # overlap_generation: the learner update in flight (None: made here, idle until started)
+    background: BackgroundUpdate | None = None
+
+    def __post_init__(self):
+        if self.run_dir is not None:
+            self.run_dir = Path(self.run_dir)
+        if self.rng is None:
+            self.rng = random.Random(f"selfplay:{self.config.seed}")
+            restore_rng(self.rng, self.state)
+        threshold = self.config.teacher.similarity_threshold
+        if self.buffers is None:
+            self.buffers = TaskBuffer.from_json(self.state.buffer, threshold=threshold)
+        if self.contamination is None:
+            self.contamination = contamination_index(self.eval_problems, threshold)
+        if self.background is None:
+            self.background = BackgroundUpdate(self)
+
+    # ---- helpers the stages share ------------------------------------------------------------
+    def next_seed(self) -> int:
+        self.state.seed_counter += 1
+        return self.config.seed * 1_000_003 + self.state.seed_counter
+
+    def next_id(self) -> int:
+        self.state.id_counter += 1
+        return self.state.id_counter
+
+    def goalpost_anchors(self, k: int) -> list[Anchor]:
+        gps = self.rng.sample(self.goalposts, min(k, len(self.goalposts)))
+        return [Anchor(g.id, g.prompt or "", g.metadata.get("reference", ""), goalpost_id=g.id) for g in gps]
+
+    def buffer_anchors(self, k: int, kinds: tuple[str, ...] | None = None) -> list[Anchor]:
+        items = [b for b in self.buffers if kinds is None or b.kind in kinds]
+        if not items:
+            return [IDENTITY_SEED] * k
+        return [Anchor(b.id, b.question, b.code, b.goalpost_id, b.axis)
+                for b in (self.rng.choice(items) for _ in range(k))]
+
+    def next_real_tasks(self, k: int) -> list[Problem]:
+        if not self.real_tasks:
+            return []
+        out = []
+        for _ in range(k):
+            out.append(self.real_tasks[self.state.real_cursor % len(self.real_tasks)])
+            self.state.real_cursor += 1
+        return out
+
+    def snapshot_state(self) -> RunState:
+        self.state.buffer = self.buffers.to_json()
+        self.state.rng_state = self.rng.getstate()
+        return self.state
+
+    def learner_turn(self) -> AbstractContextManager:
+        """Context for the learner's update (a colocated vLLM server sleeps through it)."""
+        return self.turn() if self.turn is not None else nullcontext()
+
+    def push_weights(self) -> dict:
+        """After a learner update: the engine gets the new weights."""
+        return self.push(self.learner.unwrapped) if self.push is not None else {}
+
+    def close(self) -> None:
+        if self.background.running:  # never leave a learner thread behind a failed run
+            try:
+                self.background.join_and_push()
+            except Exception as e:  # noqa: BLE001 - the run is failing already; say why, go on
+                log.warning("background learner update ended with %s: %s", type(e).__name__, e)
+        while self.closers:
+            self.closers.pop()()
