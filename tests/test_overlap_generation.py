@@ -17,7 +17,7 @@ ASSET = Path(__file__).resolve().parents[1] / "selfplay_core" / "toyworld" / "as
 
 def sets(model_dir, out_dir, name, *extra):
     return [f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=3",
-            "teacher.goalposts_per_iteration=2", "teacher.proposals_per_anchor=2",
+            "method.goalposts_per_iteration=2", "method.proposals_per_anchor=2",
             "student.samples_per_task=4", "student.batch_size=32", "student.real_tasks_per_iteration=6",
             "method=gasp+rlvr", "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=4",
             "eval.goalpost_every=3", "eval.goalpost_k=2", "world.goalpost_k=2",
