@@ -42,6 +42,11 @@ VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "seqs512-bind-all": (("--max-num-seqs", "512", "--max-num-batched-tokens", "16384"),
                          {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}),
     "no-prefix-cache": (("--no-enable-prefix-caching",), {}),
+    # HF's batch: steps of at most 64 sequences (the attention kernel's cost grows faster than
+    # the batch on this model)
+    "seqs64": (("--max-num-seqs", "64"), {}),
+    # the CPU attention kernel without its KV split (the split is for parallelism; one core here)
+    "split-kv-off": ((), {"VLLM_CPU_ATTN_SPLIT_KV": "0"}),
 }
 
 COUNTERS = ("vllm:prompt_tokens_total", "vllm:prompt_tokens_cached_total", "vllm:generation_tokens_total",
@@ -74,7 +79,9 @@ def engine_core_pid(server_pid: int) -> int | None:
                              capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    pids = [int(line.split()[0]) for line in out.splitlines() if "spawn_main" in line]
+    # It renames itself VLLM::EngineCore once started (spawn_main before that).
+    pids = [int(line.split()[0]) for line in out.splitlines()
+            if "EngineCore" in line or "spawn_main" in line]
     return pids[0] if pids else None
 
 
@@ -88,8 +95,9 @@ def top_functions(raw: Path, k: int = 18) -> list[tuple[float, str]]:
             continue
         n = int(count)
         total += n
-        frames = stack.split(";")
-        leaf[frames[-1].strip()] += n
+        frame = stack.split(";")[-1].strip()       # "function (file:line)"
+        fn, _, where = frame.partition(" (")
+        leaf[f"{fn} ({where.split(':')[0]})"] += n  # by function, not by line
     return [(c / max(1, total), f) for f, c in leaf.most_common(k)]
 
 
