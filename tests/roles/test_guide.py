@@ -1,0 +1,51 @@
+import pytest
+
+from selfplay_core.roles.common import Rejection
+from selfplay_core.roles.guide import (GuideScores, guide_completion, guide_prompt, parse_guide)
+
+
+def test_prompt_layout():
+    p = guide_prompt("Given a list of numbers, sort the numbers in increasing order.",
+                     "Given a list of numbers, reverse the list.", "def f(x):\n    x = x[::-1]\n    return x\n")
+    assert p == ("### Target\nGiven a list of numbers, sort the numbers in increasing order.\n"
+                 "### Proposal\nGiven a list of numbers, reverse the list.\n"
+                 "### Solution\ndef f(x):\n    x = x[::-1]\n    return x\n### Review\n")
+
+
+def test_completion_round_trips():
+    s = GuideScores(relevance=3, redundancy=0, complexity=1, fidelity=1)
+    text = guide_completion(s)
+    assert text == "relevance: 3\nredundancy: 0\ncomplexity: 1\nfidelity: 1\n### End\n<|endoftext|>"
+    assert parse_guide(text, require=("relevance", "redundancy", "complexity", "fidelity")) == s
+
+
+@pytest.mark.parametrize("text,want", [
+    ("relevance: 4\nredundancy: 1\ncomplexity: 2", (4, 1, 2, None)),
+    ("**Relevance**: 4/5\nRedundancy = 0\nComplexity score: 3\n", (4, 0, 3, None)),
+    ("Relevance is 2\nredundant: 1\ncomplexity: 0\nfaithful: 1", (2, 1, 0, 1)),
+    ("relevance: 9\nredundancy: 3\ncomplexity: -2", (5, 1, 0, None)),      # clipped to the scales
+    ("relevance: 2.6\nrelevance: 5\nredundancy: 0\ncomplexity: 1", (3, 0, 1, None)),  # first wins
+    ("\n\n  relevance: 1\n\nsome words\nredundancy: 0\ncomplexity: 4\n### End\nrelevance: 5", (1, 0, 4, None)),
+    ("relevance: 2\nredundancy: 0\ncomplexity: 1<|endoftext|>fidelity: 1", (2, 0, 1, None)),
+])
+def test_tolerant_parsing(text, want):
+    got = parse_guide(text)
+    assert isinstance(got, GuideScores)
+    assert (got.relevance, got.redundancy, got.complexity, got.fidelity) == want
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("", "empty"), ("   \n", "empty"), ("<|endoftext|>relevance: 3", "empty"),
+    ("relevance: x\nredundancy: 0\ncomplexity: 1", "missing_relevance"),
+    ("relevance: 3\ncomplexity: 1", "missing_redundancy"),
+    ("relevance: 3\nredundancy: 0\ncomplexity: 1", "missing_fidelity"),   # when fidelity is required
+])
+def test_missing_judgments_are_rejections(text, reason):
+    require = ("relevance", "redundancy", "complexity", "fidelity") if reason == "missing_fidelity" else \
+        ("relevance", "redundancy", "complexity")
+    got = parse_guide(text, require=require)
+    assert isinstance(got, Rejection) and got.reason == reason
+
+
+def test_nothing_required_accepts_a_partial_review():
+    assert parse_guide("fidelity: 0", require=()) == GuideScores(fidelity=0)
