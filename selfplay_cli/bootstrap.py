@@ -5,11 +5,11 @@ from __future__ import annotations
 
 def register(sub) -> None:
     p = sub.add_parser("bootstrap", help="pretrain the toy world's tiny model (cached)",
-                       description="Pretrain the tiny Qwen2-class model of the toy world on student "
-                       "and teacher examples. The result is cached under $SELFPLAY_CACHE "
+                       description="Pretrain the tiny Qwen2-class model of the toy world on student, "
+                       "teacher and Guide examples. The result is cached under $SELFPLAY_CACHE "
                        "(default ~/.cache/selfplay); a second run with the same settings returns at once.")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--examples", type=int, default=None, help="corpus size (default 30000)")
+    p.add_argument("--examples", type=int, default=None, help="corpus size (default 40000)")
     p.add_argument("--epochs", type=float, default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
     p.add_argument("--out", default=None, help="write the model here instead of the cache")
