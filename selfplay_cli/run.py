@@ -111,7 +111,8 @@ def _print_summary(result: dict) -> None:
     state = json.loads((Path(result["run_dir"]) / "state.json").read_text())
     hist = state.get("history", [])
     cols = ["student/accepted/reward", "teacher/lemma/acceptance", "teacher/lift/acceptance",
-            "teacher/azr/acceptance", "student/real/pass_rate", "eval/all/pass@1", "goalposts/solved"]
+            "teacher/azr/acceptance", "student/real/pass_rate", "eval/all/pass@1", "goalposts/solved",
+            "goalposts/floor"]
     cols = [c for c in cols if any(c in h for h in hist)]
     print("step  " + "  ".join(f"{c.split('/', 1)[1][:22]:>22}" for c in cols))
     for h in hist:
@@ -122,8 +123,21 @@ def _print_summary(result: dict) -> None:
     print(f"  open it:  {uri}" if uri.startswith(("http://", "https://"))
           else f"  open it:  mlflow ui --backend-store-uri {uri}")
     print(f"goalpost heatmap: {result['heatmap']}")
+    lineage = Path(result["run_dir"]) / "lineage.html"
+    if lineage.exists():
+        print(f"curriculum lineage: {lineage}")
     print(f"final checkpoint: {result['checkpoint']}")
+    for line in run_verdict(state):
+        print(f"verdict: {line}")
     print(f"resume with: selfplay run --resume {result['run_dir']}")
+
+
+def run_verdict(state: dict) -> list[str]:
+    """One line per k: held-out pass@k at the end against the start checkpoint (eval.verdict)."""
+    from selfplay_core.loop.driver import verdict_lines
+    from selfplay_core.state import RunState
+
+    return verdict_lines(RunState.from_json(state))
 
 
 def _gpu_plan(cfg) -> str | None:

@@ -38,7 +38,7 @@ def _protocol(args):
     if args.iterations:
         upd["iterations"] = args.iterations
     if args.common:
-        upd["common"] = tuple(args.common)
+        upd["common"] = tuple(proto.common) + tuple(args.common)
     proto = proto.model_validate({**proto.model_dump(), **upd}) if upd else proto
     return proto.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
 

@@ -8,6 +8,7 @@ kept); each factory can also be called on its own.
 from __future__ import annotations
 
 import logging
+import random
 from pathlib import Path
 
 import torch
@@ -54,7 +55,12 @@ def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
     accelerator = None
     if cfg.gpu is not None:
         policy, accelerator = prepare_for(policy, cfg.gpu), make_accelerator(cfg.gpu)
-    learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), accelerator=accelerator)
+    ref = None
+    if cfg.learner.needs_reference:  # the KL anchor: the starting weights, also on resume
+        ref = AutoModelForCausalLM.from_pretrained(str(resolve_model_dir(cfg)),
+                                                   dtype=getattr(torch, cfg.model.dtype))
+    learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), accelerator=accelerator,
+                      ref_model=ref)
     trainer_state = model_dir / "trainer_state.pt"
     if resume and trainer_state.exists():
         saved = torch.load(trainer_state, weights_only=False)
@@ -82,6 +88,19 @@ def make_world(cfg, executor, tokenizer, engine, model_dir: Path) -> World:
     if cfg.world.name != "toy":
         fits = E.prompt_fits(cfg, tokenizer, E.context_length(cfg, engine, model_dir))
     return build_world(cfg, executor=executor, fits=fits)
+
+
+def real_tasks(cfg, world: World, goalposts) -> list:
+    """The world's real training tasks, plus the goalposts they lack (world.goalposts_in_real_tasks:
+    RLVR trains on the split the goalposts come from), in a seeded order."""
+    tasks = list(world.real_tasks)
+    have = {p.id for p in tasks}
+    extra = [g for g in goalposts if g.id not in have]
+    if not (cfg.world.goalposts_in_real_tasks and extra):
+        return tasks
+    tasks += extra
+    random.Random(f"real-order+goalposts:{cfg.seed}").shuffle(tasks)
+    return tasks
 
 
 def build_context(cfg, run_dir: str | Path, state: RunState | None = None, executor=None,
@@ -129,7 +148,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
     state.goalpost_ids = [g.id for g in goalposts]
     return RunContext(cfg, run_dir, state, engine=engine, executor=executor, learner=learner,
                       tokenizer=tokenizer, model_dir=model_dir, world=world,
-                      eval_problems=world.eval_problems, real_tasks=world.real_tasks,
+                      eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
                       goalposts=goalposts, fidelity_fn=world.fidelity_fn,
                       decontaminator=world.decontaminator, push=push, closers=closers)
 

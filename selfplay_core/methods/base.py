@@ -161,6 +161,8 @@ class Method:
             rnd.remember(ctx, props)
             done.extend(props)
         student = self.student_batch(ctx, done, log, call)
+        if ctx.config.student.fill != "none":
+            student = call("fill_student", S.fill_student_batch, ctx, student, log)
         call("update", S.update, ctx, self, done, student, log)
         log.proposals.extend(done)
         return done, student

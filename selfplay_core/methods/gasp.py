@@ -10,13 +10,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from selfplay_core import rewards
 from selfplay_core import stages as S
+from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
 from selfplay_core.methods.base import Method, MethodConfig, register
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.records import Anchor, Proposal
+
+
+class DynamicGoalpostsConfig(BaseModel):
+    """Dynamic goalposts (selfplay_core/dynamic_goalposts.py): a goalpost solved (pass@k > 0 at
+    eval.goalpost_k) at `solved_checks` consecutive goalpost checks stops anchoring lemmas and
+    the next-hardest unsolved candidate (the mining's reserve) takes its place."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    solved_checks: int = Field(2, ge=1)
 
 
 class GASPConfig(MethodConfig):
@@ -29,6 +40,8 @@ class GASPConfig(MethodConfig):
     # Ablations: None = lemma -> lift; "medium"/"hard" = one step straight from the goalpost
     # with the lemma / lift band.
     one_step: Literal["medium", "hard"] | None = None
+    # None: the goalposts stay fixed.
+    dynamic_goalposts: DynamicGoalpostsConfig | None = None
 
     @model_validator(mode="after")
     def _bands(self):
@@ -76,7 +89,7 @@ class GASP(Method):
         c = self.config
         lemma = BandReward(c.lemma_band, c.out_of_band, rewards.r_lemma)
         lift = BandReward(c.lift_band, c.out_of_band, rewards.r_lift)
-        goalposts = ctx.goalpost_anchors(c.goalposts_per_iteration)
+        goalposts = self.goalpost_anchors(ctx)
         if c.one_step:
             yield DescribedRound(c.one_step, goalposts, "easier", c.proposals_per_anchor,
                                  lemma if c.one_step == "medium" else lift)
@@ -85,6 +98,42 @@ class GASP(Method):
         parents = self.lift_parents(ctx, [p for p in done if p.kind == "lemma"])
         if parents:
             yield DescribedRound("lift", parents, "harder", c.proposals_per_anchor, lift)
+
+    # ---- dynamic goalposts ---------------------------------------------------------------------
+    def setup(self, ctx) -> None:
+        if self.config.dynamic_goalposts is not None and "dynamic_goalposts" not in ctx.state.method_state:
+            ctx.state.method_state["dynamic_goalposts"] = DynamicState(
+                active=[g.id for g in ctx.goalposts],
+                reserve=[p.id for p in ctx.world.goalpost_reserve]).to_json()
+            ctx.state.method_state["dynamic_checks_seen"] = 1   # the starting model's row
+
+    def goalpost_anchors(self, ctx) -> list[Anchor]:
+        """The iteration's goalposts: drawn from the fixed set, or from the dynamic active set
+        after applying the latest goalpost check to it."""
+        k = self.config.goalposts_per_iteration
+        dyn = self.config.dynamic_goalposts
+        if dyn is None:
+            return ctx.goalpost_anchors(k)
+        ms = ctx.state.method_state
+        st = DynamicState.from_json(ms["dynamic_goalposts"])
+        rows, labels = ctx.state.goalpost_rows, ctx.state.goalpost_labels
+        if len(rows) > ms["dynamic_checks_seen"]:
+            row, label = rows[-1], labels[-1]
+            solved = {g: row[j] > 0 for j, g in enumerate(ctx.state.goalpost_ids) if g in st.active}
+            extra = [g for g in st.active if g not in solved]
+            if extra:  # promoted goalposts are outside the tracked set: check them here
+                pool = {p.id: p for p in ctx.world.goalpost_pool}
+                res = S.solve(ctx.engine, ctx.executor, [pool[g] for g in extra],
+                              ctx.config.eval.goalpost_k, S.student_sampling(ctx))
+                solved.update({g: r.c > 0 for g, r in zip(extra, res)})
+            st, _, _ = dynamic_update(st, solved, dyn.solved_checks, label)
+            ms["dynamic_goalposts"] = st.to_json()
+            ms["dynamic_checks_seen"] = len(rows)
+        pool = {p.id: p for p in ctx.world.goalpost_pool}
+        active = [pool[g] for g in st.active if g in pool]
+        picked = ctx.rng.sample(active, min(k, len(active)))
+        return [Anchor(g.id, g.prompt or "", g.metadata.get("reference", ""), goalpost_id=g.id)
+                for g in picked]
 
     def lift_parents(self, ctx, lemmas: list[Proposal]) -> list[Anchor]:
         """The accepted lemmas, shown without their goalpost; earlier lemmas from the buffer when
@@ -97,6 +146,11 @@ class GASP(Method):
         return parents[:k]
 
     def student_batch(self, ctx, proposals, log, call):
+        ms = ctx.state.method_state.get("dynamic_goalposts")
+        if ms:
+            log.add(**{"goalposts/dynamic/active": len(ms["active"]),
+                       "goalposts/dynamic/retired": len(ms["retired"]),
+                       "goalposts/dynamic/promoted": len(ms["promoted"])})
         student = S.student_tasks(ctx, proposals, log)
         if ctx.config.student.replay_tasks_per_iteration:
             student += call("solve_replay", S.solve_replay_tasks, ctx, REPLAY_KINDS, log)

@@ -43,13 +43,24 @@ class LearnerConfig(BaseModel):
     # Per-role loss multiplier (a role not named weighs 1). One model plays both roles, so each
     # role's policy gradient also moves the other's behaviour.
     role_weights: dict[str, float] = Field(default_factory=dict)
+    # Per-role KL coefficient to the frozen starting weights (a role not named gets kl_coef):
+    # e.g. {teacher: 0.1} anchors the teacher's update, so what it learns costs the student less.
+    role_kl: dict[str, float] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_weights(self):
-        bad = {k: v for k, v in self.role_weights.items() if not (v >= 0 and math.isfinite(v))}
-        if bad:
-            raise ValueError(f"learner.role_weights must be finite and >= 0, got {bad}")
+        for name in ("role_weights", "role_kl"):
+            bad = {k: v for k, v in getattr(self, name).items() if not (v >= 0 and math.isfinite(v))}
+            if bad:
+                raise ValueError(f"learner.{name} must be finite and >= 0, got {bad}")
         return self
+
+    @property
+    def needs_reference(self) -> bool:
+        return self.kl_coef > 0 or any(v > 0 for v in self.role_kl.values())
+
+    def kl_of(self, role: str) -> float:
+        return float(self.role_kl.get(role, self.kl_coef))
 
 
 @dataclass
@@ -64,9 +75,16 @@ class Rollout:
     role: str = "student"
     meta: dict = field(default_factory=dict)
     temperature: float = 1.0   # the sampling temperature: the learner scores the same policy
+    # Per completion token, 1 = in the loss, 0 = not (e.g. a proposal's program, see
+    # teacher.train_solution); None: every token.
+    loss_mask: list[float] | None = None
+
+    @property
+    def n_loss_tokens(self) -> float:
+        return float(sum(self.loss_mask)) if self.loss_mask is not None else float(len(self.completion_ids))
 
 
-def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, torch.Tensor]:
+def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device, kl=None) -> dict[str, torch.Tensor]:
     seqs = [r.prompt_ids + r.completion_ids for r in rollouts]
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
@@ -80,10 +98,11 @@ def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, to
         n, p = len(s), len(r.prompt_ids)
         ids[i, :n] = torch.tensor(s)
         attn[i, :n] = 1
-        cmask[i, p:n] = 1.0
+        cmask[i, p:n] = 1.0 if r.loss_mask is None else torch.tensor(r.loss_mask, dtype=torch.float32)
         old[i, p:n] = torch.tensor(r.old_logprobs, dtype=torch.float32)
+    klw = torch.tensor([float(kl(r.role)) if kl else 0.0 for r in rollouts], dtype=torch.float32)
     return {k: v.to(device) for k, v in
-            dict(ids=ids, attn=attn, cmask=cmask, old=old, adv=adv, temps=temps).items()}
+            dict(ids=ids, attn=attn, cmask=cmask, old=old, adv=adv, temps=temps, klw=klw).items()}
 
 
 def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = False,
@@ -108,8 +127,8 @@ class Learner:
                  accelerator=None):
         from accelerate import Accelerator
 
-        if config.kl_coef > 0 and ref_model is None:
-            raise ValueError("learner.kl_coef > 0 needs a frozen reference model (ref_model)")
+        if config.needs_reference and ref_model is None:
+            raise ValueError("learner.kl_coef / role_kl > 0 needs a frozen reference model (ref_model)")
         self.config = config
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
         # Only trainable parameters reach AdamW (LoRA freezes the base: no states for it).
@@ -133,7 +152,7 @@ class Learner:
         c = self.config
         w = [float(c.role_weights.get(r.role, 1.0)) for r in rollouts]
         if c.loss_agg == "token_mean":
-            denom = float(max(1, sum(len(r.completion_ids) for r in rollouts)))
+            denom = float(max(1, sum(r.n_loss_tokens for r in rollouts)))
             return [x / denom for x in w]
         if c.loss_agg == "seq_mean":
             return [x / max(1, len(rollouts)) for x in w]
@@ -141,7 +160,7 @@ class Learner:
             return [x / (max(1, len(rollouts)) * c.max_completion_len) for x in w]
         per_role: dict[str, int] = {}
         for r in rollouts:
-            per_role[r.role] = per_role.get(r.role, 0) + len(r.completion_ids)
+            per_role[r.role] = per_role.get(r.role, 0) + r.n_loss_tokens
         return [x / (max(1, per_role[r.role]) * len(per_role)) for x, r in zip(w, rollouts)]
 
     def step(self, rollouts: Sequence[Rollout]) -> dict[str, float]:
@@ -162,7 +181,7 @@ class Learner:
         n_tok = 0.0
         for start in range(0, len(rollouts), c.micro_batch_size):
             mb = rollouts[start:start + c.micro_batch_size]
-            b = _pad_batch(mb, self.pad_token_id, self.accelerator.device)
+            b = _pad_batch(mb, self.pad_token_id, self.accelerator.device, kl=c.kl_of)
             lp, ent = token_logprobs(self.model, b["ids"], b["attn"], with_entropy=True, temps=b["temps"])
             mask = b["cmask"]
             ratio = torch.exp(lp - b["old"]) * mask
@@ -170,12 +189,12 @@ class Learner:
             pg = -torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv)
             per_tok = pg
             kl = torch.zeros_like(pg)
-            if self.ref_model is not None and c.kl_coef > 0:
+            if self.ref_model is not None and bool((b["klw"] > 0).any()):
                 with torch.no_grad():
                     ref_lp, _ = token_logprobs(self.ref_model, b["ids"], b["attn"], temps=b["temps"])
                 d = ref_lp - lp
                 kl = torch.exp(d) - d - 1.0  # k3 estimator, >= 0
-                per_tok = per_tok + c.kl_coef * kl
+                per_tok = per_tok + b["klw"].unsqueeze(1) * kl
             if c.entropy_coef > 0:
                 per_tok = per_tok - c.entropy_coef * ent
             per_tok = per_tok * mask

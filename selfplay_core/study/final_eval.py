@@ -12,15 +12,8 @@ from pathlib import Path
 
 from selfplay_core.engines.base import SamplingParams
 from selfplay_core.evaluation.passk import mean_pass_at_k
+from selfplay_core.solve import solve
 from selfplay_core.study.protocol import FinalEval
-
-
-def _solve():
-    try:  # the generic solve-and-verify path (issue 12 moves it out of toyworld/)
-        from selfplay_core.solve import solve
-    except ImportError:
-        from selfplay_core.toyworld.evaluate import solve
-    return solve
 
 
 def evaluate_checkpoint(model_dir: str | Path, goalposts, heldout, executor, settings: FinalEval,
@@ -28,7 +21,6 @@ def evaluate_checkpoint(model_dir: str | Path, goalposts, heldout, executor, set
     """Counts and depths for `goalposts` (goalpost_k samples each) and `heldout` (heldout_n)."""
     from selfplay_core.engines.hf import HFEngine
 
-    solve = _solve()
     t0 = time.perf_counter()
     engine = HFEngine(str(model_dir), batch_size=batch_size)
     sp = lambda s: SamplingParams(temperature=settings.temperature,  # noqa: E731

@@ -82,7 +82,7 @@ class Protocol(_Frozen):
 
 def default_protocol() -> Protocol:
     """The pre-registered study of issue 17 (see README 'Does the loop learn?')."""
-    return Protocol(arms=DEFAULT_ARMS)
+    return Protocol(arms=DEFAULT_ARMS, common=STUDY_COMMON)
 
 
 DEFAULT_ARMS: tuple[Arm, ...] = (
@@ -99,4 +99,19 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     Arm(name="oracle-curriculum", label="oracle curriculum (diagnostic)", config="tiny-cpu.yaml",
         overrides=("diagnostics.oracle_curriculum=true",), kind="diagnostic",
         note="no model teacher: true lemmas of the goalposts and true lifts of them, student only"),
+    Arm(name="gasp-dynamic", label="GASP, dynamic goalposts", config="tiny-cpu.yaml",
+        overrides=("method.dynamic_goalposts={solved_checks: 2}", "eval.goalpost_every=2"),
+        note="a goalpost solved at 2 consecutive checks is replaced by the next unsolved candidate"),
+    Arm(name="gasp-no-solution-grad", label="GASP, no gradient on the proposal's program",
+        config="tiny-cpu.yaml", overrides=("teacher.train_solution=false",), kind="ablation"),
+    Arm(name="gasp-teacher-kl", label="GASP, teacher KL anchor 0.1", config="tiny-cpu.yaml",
+        overrides=("learner.role_kl={teacher: 0.1}",), kind="ablation"),
+    Arm(name="gasp-role-norm", label="GASP, per-role loss, teacher weight 0.3", config="tiny-cpu.yaml",
+        overrides=("learner.loss_agg=role_token_mean", "learner.role_weights={teacher: 0.3}"),
+        kind="ablation"),
 )
+
+# Every training arm: the in-loop evaluations are thinned (the final evaluation measures), and
+# the runs' own floor and verdict evaluations are left to the study's.
+STUDY_COMMON: tuple[str, ...] = ("eval.every=6", "eval.goalpost_every=6", "eval.verdict=false",
+                                 "eval.goalpost_floor_n=16")

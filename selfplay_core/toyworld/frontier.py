@@ -63,6 +63,10 @@ class FrontierResult:
     passes: dict[str, int] = field(default_factory=dict)       # candidate id -> passes seen
     lemmas: dict[str, list[dict]] = field(default_factory=dict)  # goalpost id -> lemmas + p
     dropped: dict[str, int] = field(default_factory=dict)      # reason -> candidates
+    # Candidates never solved in the screen whose lemmas were all out of band: the next goalposts
+    # once the student improves (dynamic goalposts), easiest (best lemma pass rate) first.
+    reserve: list[str] = field(default_factory=list)
+    best_lemma: dict[str, float] = field(default_factory=dict)  # candidate id -> best lemma p
 
     def summary(self) -> dict:
         return {"rule": "frontier", "candidates": self.examined, "goalposts": len(self.goalposts),
@@ -107,11 +111,13 @@ def mine_frontier(candidates: Sequence[Problem], solver: Solver, settings: Front
         for g, ls in plans:
             rows = [{"id": p.id, "axis": axis, "question": p.prompt, "key": p.metadata["key"],
                      "pass_rate": next(it) / s.lemma_samples} for axis, p in ls]
+            res.best_lemma[g.id] = max((r["pass_rate"] for r in rows), default=0.0)
             if any(s.band[0] <= r["pass_rate"] <= s.band[1] for r in rows):
                 reachable.append(g)
                 res.lemmas[g.id] = rows
             else:
                 drop["no_lemma_in_band"] = drop.get("no_lemma_in_band", 0) + 1
+                res.reserve.append(g.id)
         if reachable and s.k > s.screen_k:
             confirmed = mine_goalposts(reachable, [solver], k=s.k - s.screen_k, chunk=s.chunk)
             _add(res, confirmed)
@@ -130,6 +136,7 @@ def mine_frontier(candidates: Sequence[Problem], solver: Solver, settings: Front
     for g in list(res.lemmas):
         if g not in {p.id for p in res.goalposts}:
             res.lemmas.pop(g)
+    res.reserve.sort(key=lambda g: (-res.best_lemma[g], g))
     return res
 
 

@@ -72,7 +72,7 @@ def _row(r: dict, cls: str, bands: dict) -> str:
     status = "accepted" if r["accepted"] else f"rejected: {html.escape(str(r['rejection']))}"
     if r["accepted"] and r.get("trained"):
         status += " · trained"
-    return (f'<tr class="{cls}{" rej" if not r["accepted"] else ""}">'
+    return (f'<tr id="{html.escape(str(r["id"]), quote=True)}" class="{cls}{" rej" if not r["accepted"] else ""}">'
             f'<td>{html.escape(r["kind"])}</td><td>{r["iteration"]}</td><td>{html.escape(str(r["axis"]))}</td>'
             f'<td>{html.escape(r["question"]) or "<i>(unparsed)</i>"}</td>'
             f'<td class="{pcls}">{_fmt(p)}</td><td>{_fmt(r["reward"])}</td><td>{_yn(r["faithful"])}</td>'
