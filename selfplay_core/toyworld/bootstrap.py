@@ -44,7 +44,7 @@ class BootstrapConfig(BaseModel):
     teacher_bug_rate: float = Field(default=0.0, ge=0, le=1)
     guide_share: float = Field(default=0.09, ge=0, le=0.5, description="share of Guide examples")
     # The teacher writes its program first, then the question describing it (toyworld.corpus).
-    teacher_solution_first: bool = False
+    teacher_solution_first: bool = True
     teacher_inputs: int = Field(default=4, ge=1, le=16)
     vocab_size: int = Field(default=640, ge=300, le=65536)
     tokenizer_sample: int = Field(default=6000, ge=100, description="corpus texts used to train BPE")

@@ -185,11 +185,10 @@ class CorpusSettings:
     bug_rate: float = 0.3
     teacher_bug_rate: float = 0.0
     teacher_inputs: int = 4
-    # The teacher writes the program first, then the question. False (the default): question
-    # first, copied with one edit from the source question right above it, then the program
-    # translated from it (the student's own skill). Program first was measured worse: the
-    # program is an edit of the prompt's, but the question does not describe it (3 % faithful).
-    teacher_solution_first: bool = False
+    # The teacher writes the program first (an edit of the program right above it in the
+    # prompt), then the question that describes it (a translation, which the tiny model
+    # learns; copying a list of phrases from far back, it barely does).
+    teacher_solution_first: bool = True
 
     def __post_init__(self):
         s = sum(w for _, w in self.student_depth_shares) + self.guide_share
