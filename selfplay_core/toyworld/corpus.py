@@ -185,10 +185,9 @@ class CorpusSettings:
     bug_rate: float = 0.3
     teacher_bug_rate: float = 0.0
     teacher_inputs: int = 4
-    # The teacher writes the program first (an edit of the program right above it in the
-    # prompt), then the question that describes it (a translation, which the tiny model
-    # learns; copying a list of phrases from far back, it barely does).
-    teacher_solution_first: bool = True
+    # True: the teacher writes its program first, then the question (an experiment, measured
+    # worse: the program is an edit of the prompt's, the question unrelated; 3 % faithful).
+    teacher_solution_first: bool = False
 
     def __post_init__(self):
         s = sum(w for _, w in self.student_depth_shares) + self.guide_share
