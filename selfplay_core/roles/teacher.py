@@ -1,16 +1,12 @@
 """The teacher role: a task in, a variant of it out (GASP's lemma and lift steps).
 
 Prompt (the task shown is the goalpost for a lemma, the lemma for a lift; the prompt never
-contains anything the teacher should not see). The reference program comes first and the
-question last, right above the instruction and the question the teacher writes: a variant's
-question is mostly a copy of the source's, and the tiny toy model copies from a few lines back
-but not from the top of the prompt (issue 17: with the question first, 0 % of its variants were
-true one-step variants).
+contains anything the teacher should not see):
 
-    ### Solution
-    <reference program>
     ### Task
     <question>
+    ### Solution
+    <reference program>
     ### Variant: <easier|harder|same>, axis <f|io>
 
 Output — the proposal: a question, a reference program, and test inputs, one Python literal per
@@ -65,7 +61,7 @@ def teacher_prompt(question: str, code: str, axis: str, direction: str) -> str:
         raise ValueError(f"axis must be one of {AXES}, got {axis!r}")
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    return (f"{SOLUTION_HEADER}\n{code.rstrip()}\n{TASK_HEADER}\n{question.strip()}\n"
+    return (f"{TASK_HEADER}\n{question.strip()}\n{SOLUTION_HEADER}\n{code.rstrip()}\n"
             f"{VARIANT_HEADER} {direction}, axis {axis}\n")
 
 

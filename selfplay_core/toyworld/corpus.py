@@ -185,10 +185,8 @@ class CorpusSettings:
     bug_rate: float = 0.3
     teacher_bug_rate: float = 0.0
     teacher_inputs: int = 4
-    # The teacher writes the program first, then the question. False (the default): question
-    # first, copied with one edit from the source question right above it, then the program
-    # translated from it (the student's own skill). Program first was measured worse: the
-    # program is an edit of the prompt's, but the question does not describe it (3 % faithful).
+    # True: the teacher writes its program first, then the question (an experiment, measured
+    # worse: the program is an edit of the prompt's, the question unrelated; 3 % faithful).
     teacher_solution_first: bool = False
 
     def __post_init__(self):

