@@ -14,6 +14,9 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
     p.add_argument("--out", default=None, help="write the model here instead of the cache")
     p.add_argument("--force", action="store_true", help="retrain even when cached")
+    p.add_argument("--goalposts", action="store_true",
+                   help="also mine the model's goalpost set (the embedded default's rule) and write "
+                   "it into the model folder as goalposts.json, as the committed checkpoint ships it")
     p.add_argument("--no-prefect", action="store_true",
                    help="call the core function directly instead of running the Prefect flow")
     p.set_defaults(func=run)
@@ -53,5 +56,11 @@ def run(args) -> int:
         from flows.bootstrap_toy_model import bootstrap_toy_model
 
         path = bootstrap_toy_model(config=config, force=args.force, out_dir=args.out)
+    if args.goalposts:
+        import sys
+
+        from selfplay_core.loop.worlds import ship_goalposts
+
+        ship_goalposts(path, log=lambda m: print(m, file=sys.stderr))
     print(path)
     return 0

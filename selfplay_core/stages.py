@@ -480,10 +480,12 @@ def evaluate_full(ctx, log: IterationLog) -> dict:
     return out
 
 
-def verdicts(start: dict, end: dict, ks=(1, 8)) -> list:
+def verdicts(start: dict, end: dict, ks=None) -> list:
+    """Paired verdicts of `end` against `start` for each k (default: 1 and the samples drawn)."""
     from selfplay_core.evaluation.verdict import compare
 
     n = min(min(v[0] for v in start.values()), min(v[0] for v in end.values()))
+    ks = ks or (1, n)
     return [compare({p: tuple(v) for p, v in start.items()}, {p: tuple(v) for p, v in end.items()},
                     k, metric=f"held-out pass@{k}") for k in sorted(set(ks)) if k <= n]
 

@@ -384,3 +384,39 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
         out = {**data, "format": GOALPOST_FORMAT, "ids": [g.id for g in gps]}
         Path(run_dir, "goalposts.json").write_text(json.dumps(out, indent=1))
     return gps
+
+
+def ship_goalposts(model_dir: str | Path, cfg=None, executor=None, engine=None,
+                   log: Callable[[str], None] = lambda m: None) -> Path:
+    """Mine the goalpost set a run of `cfg` (default: the embedded default) would mine for the
+    model in `model_dir`, over the whole pool, and write it there as goalposts.json, so runs
+    from that checkpoint start without mining (`shipped_goalposts`)."""
+    import tempfile
+
+    from selfplay_core.config import RunConfig
+    from selfplay_core.engines.hf import HFEngine
+    from selfplay_core.sandbox import Executor
+
+    model_dir = Path(model_dir)
+    cfg = cfg or RunConfig()
+    cfg = cfg.model_copy(update={"world": cfg.world.model_copy(update={"max_goalposts": None, "goalposts": None})})
+    own = executor is None
+    executor = executor or Executor(cfg.sandbox)
+    try:
+        world = build_world(cfg, executor=executor)
+        engine = engine or HFEngine(str(model_dir), batch_size=cfg.engine.batch_size)
+        with tempfile.TemporaryDirectory() as tmp:
+            select_goalposts(world, cfg, engine=engine, executor=executor, model_dir=model_dir,
+                             cache_root=Path(tmp))
+            data = json.loads(next((Path(tmp) / "goalposts").glob("*.json")).read_text())
+    finally:
+        if own:
+            executor.close()
+    out = model_dir / SHIPPED_GOALPOSTS
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    log(f"goalposts: {len(data['ids'])} ({world_rule(cfg)}) of {data['candidates']} candidates -> {out}")
+    return out
+
+
+def world_rule(cfg) -> str:
+    return cfg.world.rule

@@ -40,9 +40,12 @@ def mean_sd(xs: Sequence[float]) -> tuple[float, float]:
     return m, sd
 
 
-def separated(a: Sequence[float], b: Sequence[float], z: float = 2.0) -> int:
+def separated(a: Sequence[float], b: Sequence[float], z: float = 2.0) -> int | None:
     """+1 if mean(a) exceeds mean(b) by more than z standard errors of the difference, -1 if it
-    falls short by that much, else 0."""
+    falls short by that much, else 0; None when either side has fewer than two values (no
+    spread, so no claim)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
     (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
     se = math.sqrt(sa * sa / max(1, len(a)) + sb * sb / max(1, len(b)))
     d = ma - mb
@@ -110,7 +113,7 @@ def comparisons(rows: list[dict], ks=(1, 8)) -> list[str]:
     goalpost hits, goalpost pass rate and held-out pass@1 / pass@8."""
     by = {r["arm"]: r for r in rows}
     out = []
-    words = {1: "above", -1: "below", 0: "not separated from"}
+    words = {1: "above", -1: "below", 0: "not separated from", None: "(one run: no claim) vs"}
     for r in rows:
         if r["arm"] == "base" or not r["n"]:
             continue

@@ -73,7 +73,6 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
     _save_protocol(protocol, out, new)
     evals = out / "evals"
     evals.mkdir(parents=True, exist_ok=True)
-    results: dict[str, list[dict]] = {}
     t_study = time.perf_counter()
     with Executor(SandboxConfig(workers=workers)) as ex:
         model_dir, gps, heldout = fixed_sets(protocol, configs_dir, out, ex)
@@ -81,34 +80,38 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
         log(f"study {protocol.name} ({protocol.key()}): {len(gps)} goalposts, {len(heldout)} "
             f"held-out tasks, start checkpoint {model_dir}")
         f = protocol.final
-        for arm in protocol.arms:
-            results[arm.name] = []
-            runs = range(f.floor_samplings) if not arm.trains else protocol.seeds
-            for seed in runs:
-                path = evals / f"{arm.name}-s{seed}.json"
-                if path.exists():
-                    results[arm.name].append(json.loads(path.read_text()))
-                    continue
-                t0 = time.perf_counter()
-                if arm.trains:
-                    cfg = arm_config(arm, protocol, seed, configs_dir, out, extra)
-                    log(f"[{arm.name} seed {seed}] {protocol.iterations} iterations ...")
-                    summary = run_selfplay(cfg, executor=ex, resume=_unfinished(cfg))
-                    ckpt, run_id = summary.checkpoint, summary.run_id
-                    train_s = time.perf_counter() - t0
-                else:
-                    ckpt, run_id, train_s = str(model_dir), None, 0.0
-                # The floor's samplings differ by seed; an arm's evaluation seed is its run seed's.
-                res = evaluate_checkpoint(ckpt, gps, heldout, ex, f, seed=f.seed + 1000 * seed)
-                row = {"arm": arm.name, "seed": seed, "run_id": run_id, "checkpoint": ckpt,
-                       "wall_s": round(train_s, 1) if arm.trains else None, "eval": res}
-                path.write_text(json.dumps(row))
-                s = report.summarize(res, f.ks)
-                log(f"[{arm.name} seed {seed}] goalpost hits {s['goalposts/hits']}/{s['goalposts/total']}, "
-                    f"pass rate {s['goalposts/pass_rate']:.4f}; held-out pass@1 "
-                    f"{s['heldout/pass@1']:.3f} pass@8 {s['heldout/pass@8']:.3f} "
-                    f"(train {train_s:.0f}s, eval {res['seconds']:.0f}s)")
-                results[arm.name].append(row)
+        # Seed-major (all arms of seed 0, then seed 1, ...), the floor first: a study cut short
+        # still has every arm at the seeds it reached.
+        plan = [(a, s) for a in protocol.arms if not a.trains for s in range(f.floor_samplings)]
+        plan += [(a, s) for s in protocol.seeds for a in protocol.arms if a.trains]
+        results = {a.name: [] for a in protocol.arms}
+        for arm, seed in plan:
+            path = evals / f"{arm.name}-s{seed}.json"
+            if path.exists():
+                results[arm.name].append(json.loads(path.read_text()))
+                continue
+            t0 = time.perf_counter()
+            if arm.trains:
+                cfg = arm_config(arm, protocol, seed, configs_dir, out, extra)
+                log(f"[{arm.name} seed {seed}] {protocol.iterations} iterations ...")
+                summary = run_selfplay(cfg, executor=ex, resume=_unfinished(cfg))
+                ckpt, run_id = summary.checkpoint, summary.run_id
+                train_s = time.perf_counter() - t0
+            else:
+                ckpt, run_id, train_s = str(model_dir), None, 0.0
+            # The floor's samplings differ by seed (and from every arm's); an arm's evaluation
+            # seed is its run seed's.
+            res = evaluate_checkpoint(ckpt, gps, heldout, ex, f,
+                                      seed=f.seed + 1000 * seed + (0 if arm.trains else 500))
+            row = {"arm": arm.name, "seed": seed, "run_id": run_id, "checkpoint": ckpt,
+                   "wall_s": round(train_s, 1) if arm.trains else None, "eval": res}
+            path.write_text(json.dumps(row))
+            s = report.summarize(res, f.ks)
+            log(f"[{arm.name} seed {seed}] goalpost hits {s['goalposts/hits']}/{s['goalposts/total']}, "
+                f"pass rate {s['goalposts/pass_rate']:.4f}; held-out pass@1 "
+                f"{s['heldout/pass@1']:.3f} pass@8 {s['heldout/pass@8']:.3f} "
+                f"(train {train_s:.0f}s, eval {res['seconds']:.0f}s)")
+            results[arm.name].append(row)
     rep = write_report(protocol, out, results, wall_s=time.perf_counter() - t_study)
     rep["mlflow_run_id"] = log_study(protocol, out, rep["rows"], results)
     return rep

@@ -31,6 +31,7 @@ def test_summarize_by_hand():
     ([5, 6, 7], [10, 11, 12], -1),
     ([5, 7, 9], [5, 6, 7], 0),          # diff 1, se sqrt(4/3 + 1/3) = 1.29
     ([3, 3, 3], [3, 3, 3], 0),
+    ([9], [1, 2, 3], None),             # one run has no spread: no claim either way
 ])
 def test_claim_rule(a, b, want):
     assert report.separated(a, b) == want
