@@ -352,6 +352,8 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
                                 max_new_tokens=cfg.engine.max_new_tokens_student, seed=w.seed)
             solver = engine_solver(engine, executor, sp)
             say = lambda m: log.info("goalpost mining: %s", m)  # noqa: E731
+            log.info("goalpost mining (%s): %d candidates, pass@%d = 0 wanted (first run from this "
+                     "model; cached in %s)", rule, len(pool), w.goalpost_k, cache.parent)
             if rule == "frontier":
                 res = mine_frontier(list(pool.values()), solver, frontier_settings(w), seed=w.seed,
                                     progress=say)

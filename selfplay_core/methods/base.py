@@ -19,6 +19,7 @@ a Prefect task inside the flow):
         round.remember(ctx, props)                                 # accepted tasks join the buffer
         done += props
     student = method.student_batch(ctx, done, log, call)           # [(kind, SolveResult)]
+    [fill_student]  topped up to its size (student.fill: replay | real | none)
     [update]  rollouts = method.rollouts(ctx, done, student)
               advantages = method.advantages(ctx, rollouts)        # the objective
               learner steps; the engine gets the new weights
@@ -50,7 +51,7 @@ from pydantic import BaseModel, ConfigDict
 from selfplay_core import stages as S
 from selfplay_core.records import IterationLog, Proposal
 from selfplay_core.rl.advantages import ESTIMATORS
-from selfplay_core.rl.learner import Rollout
+from selfplay_core.rl.rollout import Rollout
 
 EstimatorName = Literal[tuple(ESTIMATORS)]  # type: ignore[valid-type]
 
