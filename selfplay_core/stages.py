@@ -419,7 +419,9 @@ def update(ctx, method, teacher: list[Proposal], student: list[tuple[str, SolveR
     signal = [r for r in rolls if r.advantage != 0.0]
     log.add(**{"learner/signal_share": len(signal) / len(rolls),
                "learner/teacher_rollouts": sum(r.role == "teacher" for r in rolls),
-               "learner/student_rollouts": sum(r.role == "student" for r in rolls)})
+               "learner/student_rollouts": sum(r.role == "student" for r in rolls),
+               # e.g. REINFORCE½: the correct student rollouts on tasks solved at most half the time
+               "learner/student_signal": sum(r.role == "student" for r in signal)})
     if not signal:
         return {}
     t0 = time.perf_counter()

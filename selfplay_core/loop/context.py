@@ -159,11 +159,12 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
             close()
         raise
     state.goalpost_ids = [g.id for g in goalposts]
+    start = resolve_model_dir(cfg) if resume else model_dir
     return RunContext(cfg, run_dir, state, engine=engine, executor=executor, learner=learner,
-                      tokenizer=tokenizer, model_dir=model_dir, world=world,
+                      tokenizer=tokenizer, model_dir=model_dir, start_model_dir=start, world=world,
                       eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
                       goalposts=goalposts, fidelity_fn=world.fidelity_fn,
-                      decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
+                      guide_oracle_fn=world.guide_oracle_fn, decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
 
 
 def save_checkpoint(ctx: RunContext, iteration: int) -> Checkpoint:

@@ -201,6 +201,8 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
                                    "buffer/diversity": ctx.buffers.diversity(),
                                    "teacher/entropy": S.entropy_of(ilog.proposals)})
             _finish_iteration(ctx, tracker, ilog, heatmap, step, store=store)
+            for path, folder in method.artifacts(ctx):
+                tracker.log_artifact(path, folder)
             if on_iteration:
                 on_iteration(step, ilog.metrics)
         if store is not None:
@@ -342,4 +344,5 @@ def _proposal_row(p) -> dict:
     return {"kind": p.kind, "axis": p.axis, "anchor": p.anchor.id, "goalpost": p.anchor.goalpost_id,
             "question": parsed.question if parsed else None, "code": parsed.code if parsed else None,
             "accepted": p.accepted, "rejection": p.rejection, "pass_rate": p.pass_rate,
-            "reward": p.reward, "faithful": p.faithful, "completion": p.completion.text[:1000]}
+            "reward": p.reward, "faithful": p.faithful, "completion": p.completion.text[:1000],
+            **p.extra}

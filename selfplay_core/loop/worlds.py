@@ -10,6 +10,8 @@ A world gives the loop four things and says exactly what they were:
   the starting model, or a goalpost set written by an earlier mining);
 * `fidelity_fn` (optional) — an oracle saying whether a proposal's text describes its code
   (the toy world has one; real data does not);
+* `guide_oracle_fn` (optional) — an oracle of the Guide's judgments of a proposal for a target
+  (the toy world's `guide_oracle.oracle_judgment`), for the Guide-accuracy diagnostic;
 * `decontaminator` (optional) — an n-gram index of the evaluation statements; a proposal that
   overlaps one is rejected;
 * `splits()` — {name: (version, content_hash)} for every split used, logged as MLflow tags.
@@ -45,6 +47,7 @@ from selfplay_core.toyworld.frontier import FrontierSettings, mine_frontier
 from selfplay_core.problems import InputError, Problem
 from selfplay_core.toyworld.bootstrap import cache_root as toy_cache_root
 from selfplay_core.toyworld.fidelity import proposal_fidelity
+from selfplay_core.toyworld.guide_oracle import oracle_judgment
 from selfplay_core.toyworld.splits import build_world as build_toy_world
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,7 @@ class World:
     real_tasks: list[Problem]
     goalpost_pool: list[Problem]
     fidelity_fn: Callable | None = None
+    guide_oracle_fn: Callable | None = None
     decontaminator = None
     goalpost_set: SplitInfo | None = None     # set by select_goalposts
     goalpost_reserve: tuple = ()              # set by select_goalposts (dynamic goalposts)
@@ -104,6 +108,7 @@ class ToyWorld(World):
     def __init__(self, cfg):
         self.toy = build_toy_world(cfg.world.seed)
         self.fidelity_fn = proposal_fidelity
+        self.guide_oracle_fn = oracle_judgment
         ev = self.toy.eval.problems
         if cfg.eval.max_problems:
             r = random.Random(f"eval-subset:{cfg.world.seed}")

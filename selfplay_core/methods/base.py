@@ -36,7 +36,8 @@ Examples of how the family's methods fill them:
   vote; one whose anchors are documents (SPICE) draws them in `propose`;
 * `score` sees the whole batch, so a reward normalised over it (SGS) or one that needs the
   learner (CompassPlay: `ctx.learner`) is a Round's own business;
-* `setup(ctx)` runs once per run, e.g. to load a frozen Guide or judge model;
+* `setup(ctx)` runs once per run, e.g. to load a frozen Guide or judge model (SGS);
+* `artifacts(ctx)` names files a method writes after each iteration (SGS's solve curve);
 * `rollouts` decides what the learner sees (STaR trains on a prompt without the hint it was
   sampled with); `advantages` is `method.advantage` of the config (`rl.advantages.ESTIMATORS`)
   unless overridden.
@@ -145,6 +146,11 @@ class Method:
     def advantages(self, ctx, rollouts: list[Rollout]) -> list[float]:
         """One advantage per rollout: the configured estimator over the whole batch."""
         return ESTIMATORS[self.config.advantage]([S.scored(r) for r in rollouts])
+
+    def artifacts(self, ctx) -> list[tuple[str, str]]:
+        """Files the method writes after each iteration (e.g. SGS's solve curve), as (local
+        path, MLflow artifact folder); the driver logs them. None by default."""
+        return []
 
     # ---- the iteration ----------------------------------------------------------------------
     def run_iteration(self, ctx, log: IterationLog, call: Callable):

@@ -103,3 +103,61 @@ def parse_guide(output: str, require: tuple[str, ...] = SGS_KEYS) -> GuideScores
         return GuideScores(**found)
     except Exception as e:  # a parser must never take the run down
         return Rejection("parser_error", f"{type(e).__name__}: {e}"[:200])
+
+
+# A Guide prompt for real code problems (e.g. a 7B coder model judging LiveCodeBench-style
+# proposals against the goalpost they were written for): relevance to the goalpost, a clean
+# statement, no redundant conditions. The answer format is the one `parse_guide` reads.
+CODE_GUIDE_PROMPT = """You review practice problems written to help a programmer towards a hard target problem.
+
+Target problem:
+{target}
+
+Proposed practice problem:
+{question}
+
+Its reference solution:
+```python
+{code}
+```
+
+Judge the proposed problem on three scales:
+- relevance (0-5): how much of the target's key idea the practice problem exercises (0 = unrelated, 5 = the core difficulty of the target, in smaller form);
+- redundancy (0 or 1): 1 if the statement has conditions, inputs or steps that change nothing about the answer;
+- complexity (0-4): how convoluted the statement is (0 = clean and natural, 4 = an artificial pile of unrelated requirements).
+
+Answer with exactly three lines and nothing else:
+relevance: <0-5>
+redundancy: <0-1>
+complexity: <0-4>
+"""
+
+PROMPTS = {"code": CODE_GUIDE_PROMPT}
+
+
+def load_prompt_template(name: str) -> str | None:
+    """The Guide prompt template a config names: "toy" (None: the plain layout of
+    `guide_prompt`), "code" (CODE_GUIDE_PROMPT), or a file whose text has the fields {target},
+    {question} and {code}. ValueError naming what is wrong."""
+    if name == "toy":
+        return None
+    if name in PROMPTS:
+        return PROMPTS[name]
+    from pathlib import Path
+
+    path = Path(name)
+    if not path.is_file():
+        raise ValueError(f"Guide prompt {name!r}: not 'toy', 'code' or a readable file")
+    text = path.read_text()
+    missing = [f for f in ("{target}", "{question}", "{code}") if f not in text]
+    if missing:
+        raise ValueError(f"Guide prompt file {name}: the fields {', '.join(missing)} are missing")
+    return text
+
+
+def render_guide_prompt(template: str | None, target: str, question: str, code: str) -> str:
+    """A Guide prompt from a template (`load_prompt_template`); None: `guide_prompt`'s layout."""
+    if template is None:
+        return guide_prompt(target, question, code)
+    return (template.replace("{target}", target.strip()).replace("{question}", question.strip())
+            .replace("{code}", code.rstrip()))

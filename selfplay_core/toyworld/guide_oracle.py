@@ -157,3 +157,11 @@ def judge(target: Task, question: str, code: str | None = None,
     return GuideScores(relevance=relevance(target, task), redundancy=int(red > 0),
                        complexity=min(4, task.depth - 1 + red),
                        fidelity=None if faithful is None else int(faithful))
+
+
+def oracle_judgment(target_question: str, question: str, code: str | None,
+                    faithful: bool | None = None) -> GuideScores | None:
+    """`judge` for a target given as its question text (the world's goalpost prompt); None when
+    the target is not a toy-world description (nothing to judge against)."""
+    target = parse_description(target_question)
+    return None if target is None else judge(target, question, code, faithful)
