@@ -3,6 +3,11 @@ rewarded by the band [0.3, 0.7]) then lift (a harder variant of the lemma with t
 hidden, band [0.1, 0.5]); the student trains on both. Ablations: one-step medium / hard
 (straight from the goalpost with one band), no io axis (teacher.axes), no rejection sampling
 (teacher.rejection_sampling). `gasp+rlvr`: real training tasks join every student batch.
+
+GASP x Guide (`method.guide`, no anchor paper has it): SGS's frozen Guide judges every accepted
+lemma and lift against its goalpost; an in-band reward is multiplied by the normalised Guide
+score R_guide / 8 (`rewards.guided_band`), and with `guide.gate` a proposal scored below the
+gate does not reach the student.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from selfplay_core import rewards
 from selfplay_core import stages as S
 from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
 from selfplay_core.methods.base import Method, MethodConfig, register
+from selfplay_core.methods.guide_judge import GASPGuideConfig, judge_proposals, load_guide, oracle_accuracy
 from selfplay_core.methods.rounds import DescribedRound
-from selfplay_core.records import Anchor, Proposal
+from selfplay_core.records import Anchor, IterationLog, Proposal
 
 
 class DynamicGoalpostsConfig(BaseModel):
@@ -42,6 +48,12 @@ class GASPConfig(MethodConfig):
     one_step: Literal["medium", "hard"] | None = None
     # None: the goalposts stay fixed.
     dynamic_goalposts: DynamicGoalpostsConfig | None = None
+    # GASP x Guide: a frozen Guide scales the band reward and can gate the student batch.
+    guide: GASPGuideConfig | None = None
+
+    def check(self, run) -> None:
+        if self.guide is not None:
+            self.guide.check(run, "method.guide")
 
     @model_validator(mode="after")
     def _bands(self):
@@ -56,6 +68,7 @@ class GASPRLVRConfig(GASPConfig):
     name: Literal["gasp+rlvr"] = "gasp+rlvr"
 
     def check(self, run) -> None:
+        super().check(run)
         if run.student.real_tasks_per_iteration == 0:
             raise ValueError("method gasp+rlvr mixes real tasks in: set "
                              "student.real_tasks_per_iteration > 0")
@@ -77,6 +90,57 @@ class BandReward:
         return {"in_band": sum(lo <= p.pass_rate <= hi for p in accepted) / len(accepted)}
 
 
+@dataclass(frozen=True)
+class GuidedBandReward:
+    """GASP x Guide: the band reward of each accepted proposal, an in-band value times its
+    normalised Guide score (stored by `GuidedRound.score` in `p.extra["guide_weight"]`)."""
+
+    band: BandReward
+    multiply: bool = True
+
+    def __call__(self, ctx, accepted: list[Proposal]) -> list[float]:
+        base = self.band(ctx, accepted)
+        if not self.multiply:
+            return base
+        return [rewards.guided_band(r, p.extra["guide_weight"]) for r, p in zip(base, accepted)]
+
+    def metrics(self, accepted: list[Proposal]) -> dict[str, float]:
+        return self.band.metrics(accepted)
+
+
+class GuidedRound(DescribedRound):
+    """A lemma or lift round whose accepted proposals the frozen Guide judges against their
+    goalpost before the band reward is scored."""
+
+    def __init__(self, kind, anchors, direction, per_anchor, band: BandReward, guide, config: GASPGuideConfig):
+        super().__init__(kind, anchors, direction, per_anchor,
+                         GuidedBandReward(band, multiply=config.reward == "multiply"))
+        self.guide, self.gate = guide, config.gate
+
+    @staticmethod
+    def targets(ctx, proposals: list[Proposal]) -> list[str]:
+        """The goalpost each proposal descends from (a lift's is hidden from its prompt, not
+        from the Guide)."""
+        pool = {g.id: g for g in list(ctx.goalposts) + list(getattr(ctx.world, "goalpost_pool", []) or [])}
+        return [(pool[p.anchor.goalpost_id].prompt or "") if p.anchor.goalpost_id in pool
+                else p.anchor.question for p in proposals]
+
+    def score(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
+        acc = [p for p in proposals if p.accepted]
+        judged = judge_proposals(self.guide, acc, self.targets(ctx, acc), log, self.kind)
+        for p, r in zip(acc, judged):
+            p.extra["guide_weight"] = r / rewards.R_GUIDE_MAX
+            p.extra["guide_gated"] = self.gate is not None and p.extra["guide_weight"] < self.gate
+        if acc and self.gate is not None:
+            log.add(**{f"guide/{self.kind}/gated": sum(p.extra["guide_gated"] for p in acc) / len(acc)})
+        S.score(ctx, proposals, self.reward, log)
+
+    def diagnose(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
+        S.fidelity(ctx, proposals, log)
+        acc = [p for p in proposals if p.accepted]
+        oracle_accuracy(ctx, acc, self.targets(ctx, acc), log, self.kind)
+
+
 # Kinds of GASP proposals an earlier iteration's buffer holds (student.replay_tasks_per_iteration).
 REPLAY_KINDS = ("lemma", "lift", "medium", "hard")
 
@@ -85,22 +149,29 @@ REPLAY_KINDS = ("lemma", "lift", "medium", "hard")
 class GASP(Method):
     Config = GASPConfig
 
+    def round(self, kind, anchors, direction, band: BandReward) -> DescribedRound:
+        c = self.config
+        if c.guide is None:
+            return DescribedRound(kind, anchors, direction, c.proposals_per_anchor, band)
+        return GuidedRound(kind, anchors, direction, c.proposals_per_anchor, band, self.guide, c.guide)
+
     def rounds(self, ctx, done: list[Proposal]):
         c = self.config
         lemma = BandReward(c.lemma_band, c.out_of_band, rewards.r_lemma)
         lift = BandReward(c.lift_band, c.out_of_band, rewards.r_lift)
         goalposts = self.goalpost_anchors(ctx)
         if c.one_step:
-            yield DescribedRound(c.one_step, goalposts, "easier", c.proposals_per_anchor,
-                                 lemma if c.one_step == "medium" else lift)
+            yield self.round(c.one_step, goalposts, "easier", lemma if c.one_step == "medium" else lift)
             return
-        yield DescribedRound("lemma", goalposts, "easier", c.proposals_per_anchor, lemma)
+        yield self.round("lemma", goalposts, "easier", lemma)
         parents = self.lift_parents(ctx, [p for p in done if p.kind == "lemma"])
         if parents:
-            yield DescribedRound("lift", parents, "harder", c.proposals_per_anchor, lift)
+            yield self.round("lift", parents, "harder", lift)
 
     # ---- dynamic goalposts ---------------------------------------------------------------------
     def setup(self, ctx) -> None:
+        if self.config.guide is not None:
+            self.guide = load_guide(ctx, self.config.guide)
         if self.config.dynamic_goalposts is not None and "dynamic_goalposts" not in ctx.state.method_state:
             ctx.state.method_state["dynamic_goalposts"] = DynamicState(
                 active=[g.id for g in ctx.goalposts],
@@ -151,6 +222,8 @@ class GASP(Method):
             log.add(**{"goalposts/dynamic/active": len(ms["active"]),
                        "goalposts/dynamic/retired": len(ms["retired"]),
                        "goalposts/dynamic/promoted": len(ms["promoted"])})
+        if self.config.guide is not None and self.config.guide.gate is not None:
+            proposals = [p for p in proposals if not p.extra.get("guide_gated")]
         student = S.student_tasks(ctx, proposals, log)
         if ctx.config.student.replay_tasks_per_iteration:
             student += call("solve_replay", S.solve_replay_tasks, ctx, REPLAY_KINDS, log)

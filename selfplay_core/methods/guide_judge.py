@@ -42,12 +42,6 @@ class GuideConfig(BaseModel):
     # vLLM runs: a second server serving the start weights (the Guide must stay frozen while
     # the policy's server receives every update). None: an in-process hf copy.
     vllm_url: str | None = None
-    # GASP x Guide only: proposals whose normalised Guide score (R_guide / 8) is below `gate`
-    # do not reach the student (their teacher reward is still scaled). None: no gate.
-    gate: float | None = Field(None, ge=0, le=1)
-    # GASP x Guide only: how the Guide enters the band reward. multiply: an in-band reward
-    # times the normalised Guide score; none: the Guide only gates.
-    reward: Literal["multiply", "none"] = "multiply"
 
     def check(self, run, where: str) -> None:
         try:
@@ -58,6 +52,18 @@ class GuideConfig(BaseModel):
             raise ValueError(f"{where}.vllm_url: the frozen Guide of a vLLM run is a second server "
                              "serving the start weights (e.g. `selfplay vllm-serve MODEL --port "
                              f"8001`); set {where}.vllm_url to it")
+
+
+class GASPGuideConfig(GuideConfig):
+    """GASP x Guide (`method.guide` of GASP): the Guide's normalised score R_guide / 8 scales
+    the lemma/lift band reward and can gate the student batch."""
+
+    # multiply: an in-band (positive) reward times the normalised Guide score; none: the Guide
+    # only gates.
+    reward: Literal["multiply", "none"] = "multiply"
+    # Proposals whose normalised Guide score is below `gate` do not reach the student (their
+    # teacher reward is unchanged by the gate). None: no gate.
+    gate: float | None = Field(None, ge=0, le=1)
 
 
 class FrozenGuide:
