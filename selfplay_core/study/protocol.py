@@ -109,6 +109,12 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     Arm(name="gasp-role-norm", label="GASP, per-role loss, teacher weight 0.3", config="tiny-cpu.yaml",
         overrides=("learner.loss_agg=role_token_mean", "learner.role_weights={teacher: 0.3}"),
         kind="ablation"),
+    # Issue 12 (added after the issue-17 protocol was written): SGS, and GASP with SGS's Guide.
+    Arm(name="sgs", label="SGS (Guide, REINFORCE½)", config="sgs-tiny-cpu.yaml",
+        note="Conjecturer on unsolved targets (the goalposts), frozen Guide, R_solve x R_guide, "
+             "REINFORCE½; targets/fit/A is its solve asymptote"),
+    Arm(name="gasp-guide", label="GASP x Guide", config="gasp-guide-tiny-cpu.yaml",
+        note="GASP; in-band rewards times R_guide / 8, proposals below 0.25 kept from the student"),
 )
 
 # Every training arm: the in-loop evaluations are thinned (the final evaluation measures), and
