@@ -270,7 +270,7 @@ def _finish_iteration(ctx: RunContext, tracker: RunTracker, ilog: IterationLog, 
             st.checkpoint_uri = upload(store, ckpt, st.checkpoint_key)
     keep = {k: v for k, v in ilog.metrics.items() if isinstance(v, (int, float))}
     st.history.append({"step": step, **{k: keep[k] for k in sorted(keep) if k.split("/")[0] in
-                                        ("student", "teacher", "goalposts", "eval")}})
+                                        ("student", "teacher", "goalposts", "eval", "targets")}})
     st.pending_metrics = keep
     st.pending_samples = [_proposal_row(p) for p in ilog.proposals][: ctx.config.tracking.log_samples]
     save_state(ctx.snapshot_state(), ctx.run_dir / "state.json")

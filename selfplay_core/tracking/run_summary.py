@@ -11,7 +11,8 @@ from typing import Sequence
 TABLE_METRICS = ("eval/all/pass@1", "eval/all/pass@{k}", "goalposts/solved", "goalposts/solved_union",
                  "goalposts/floor", "student/accepted/reward", "student/real/pass_rate",
                  "teacher/lemma/acceptance",
-                 "teacher/lift/acceptance", "teacher/azr/acceptance")
+                 "teacher/lift/acceptance", "teacher/azr/acceptance",
+                 "targets/cumulative_solve_rate", "targets/fit/A")
 # Metrics that count things: printed as integers.
 COUNT_SUFFIXES = ("solved", "solved_union", "total", "tasks", "size", "count")
 LEARNING_STUDY = 'README.md, "Does the loop learn?"'

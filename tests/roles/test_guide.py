@@ -49,3 +49,25 @@ def test_missing_judgments_are_rejections(text, reason):
 
 def test_nothing_required_accepts_a_partial_review():
     assert parse_guide("fidelity: 0", require=()) == GuideScores(fidelity=0)
+
+
+def test_the_code_guide_prompt_names_the_three_scales_and_the_parser_reads_its_answer_format(tmp_path):
+    import pytest
+
+    from selfplay_core.roles.guide import GuideScores, load_prompt_template, parse_guide, render_guide_prompt
+
+    tpl = load_prompt_template("code")
+    text = render_guide_prompt(tpl, "Count islands in a grid.", "Count 1s in a list.", "def f(x):\n    return x.count(1)\n")
+    assert "Count islands in a grid." in text and "Count 1s in a list." in text and "return x.count(1)" in text
+    for scale in ("relevance (0-5)", "redundancy (0 or 1)", "complexity (0-4)"):
+        assert scale in text
+    # the answer the prompt asks for, as a chat model tends to write it
+    assert parse_guide("relevance: 4\nredundancy: 0\ncomplexity: 1\n\nThe problem is a good step.") == \
+        GuideScores(relevance=4, redundancy=0, complexity=1)
+    assert load_prompt_template("toy") is None
+    own = tmp_path / "guide.txt"
+    own.write_text("T {target} Q {question}")
+    with pytest.raises(ValueError, match=r"\{code\} are missing"):
+        load_prompt_template(str(own))
+    with pytest.raises(ValueError, match="not 'toy', 'code' or a readable file"):
+        load_prompt_template(str(tmp_path / "none.txt"))
