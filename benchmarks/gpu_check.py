@@ -1,407 +1,223 @@
 #!/usr/bin/env python
-"""One prepared check for a lent accelerator: prints one JSON summary (and writes it to --out).
+"""The prepared check for a lent accelerator: ~8 minutes, one JSON line per section.
 
-Measures, on randomly initialised models with the Qwen2.5-Coder 0.5B / 1.5B / 7B shapes (configs
-from selfplay_core.engines.gpu_config, no download):
-  1. learner step throughput through the real shared learner (selfplay_core.rl.learner) prepared
-     by selfplay_core.rl.gpu (pure bf16, gradient checkpointing): tokens/s, model FLOPs
-     utilisation MFU = 6 * params * tokens / seconds / peak (989e12 dense bf16 for H100/H200; with
-     gradient checkpointing the GPU really does ~8 * params * tokens, so hardware utilisation is
-     ~4/3 of the MFU shown), and peak memory next to the dry-run plan's estimate;
-     plus one LoRA step on the 7B shape (peft path);
-  2. generation tokens/s with transformers `generate` (KV cache, sampling, fixed length), and
-     through selfplay_core.engines.hf.HFEngine when that module exists;
-  3. the toy-world default loop for a few iterations, when `selfplay_core.loop.headless` provides
-     `run_default_loop(iterations: int, device: str) -> dict` (skipped with a note otherwise).
+Each section runs in its own process with its own timeout (a hung kernel, an OOM or a crash
+costs that section only) and its line is appended to OUT/sections.jsonl the moment it ends, so a
+run cut short still leaves every finished section's numbers. Sections (`--dry-run` prints the
+expected time of each on an H200):
 
-The machine it is meant for has torch, transformers, accelerate and peft but no vLLM, TRL,
-Prefect or MLflow: this script blocks those imports (directly or through selfplay modules) so a
-CPU run behaves the same, and reports any attempt. Every section has a time guard; the whole run
-stays under --budget-s (default 420 s) plus start-up. `--smoke` runs tiny shapes on CPU in
-seconds (the test suite does, so the script does not rot).
+  probe            versions, free memory, a bf16 matmul as the real peak, copy bandwidth
+  learner_7b       the shared learner on the Qwen2.5-Coder-7B shape (random weights, no
+                   download) at the configured micro-batch (4 x 2048) under a memory fraction
+                   that emulates an 80 GB card, then a smaller shape: step time, MFU,
+                   allocated / reserved / driver-free memory next to the plan's estimate
+  bf16_visibility  share of weights a step changes at lr 1e-6 and the share of the intended
+                   update that arrives: torch's AdamW on bf16 (before) vs rl.optim (after)
+  sync             filesystem weight sync (HF checkpoint write, reload in a second process,
+                   checksums); CUDA IPC handles of every weight opened in a second process
+  colocation       a second process holding 7B-sized weights + KV cache sleeps (weights to
+                   pinned CPU memory, cache freed) and wakes around learner steps; memory
+                   per phase
+  generation       HF engine tokens/s vs the memory-bandwidth roofline
+  logprobs         engine vs learner logprobs of the same tokens at T = 1.0 and 0.4
+  toy_iteration    one headless GASP iteration of the embedded default (hard timeout)
 
-    python benchmarks/gpu_check.py --out gpu_check.json          # on the GPU machine
-    python benchmarks/gpu_check.py --smoke                       # anywhere
+The target machine has torch, transformers, accelerate and peft but no pydantic, vLLM, TRL,
+Prefect, MLflow or datasets. vLLM/TRL/Prefect/MLflow/datasets are blocked here too (so a CPU run
+behaves the same); pydantic comes from `.gpu_check_deps` (made by benchmarks/gpu_check_deps.py)
+when it is not installed. `--smoke` runs every section it can on CPU with tiny shapes and marks
+the GPU-only ones (the test suite does, so the script does not rot).
+
+    python benchmarks/gpu_check.py --out gpu_check_out       # on the GPU machine
+    python benchmarks/gpu_check.py --dry-run                  # the sections and their times
+    python benchmarks/gpu_check.py --smoke --out /tmp/smoke   # anywhere
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import importlib
 import json
-import math
 import os
-import platform
+import signal
+import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+DEPS_ENV = "GPU_CHECK_DEPS"
+DEFAULT_DEPS = ROOT / ".gpu_check_deps"
+BUDGET_S = 480.0
 
-FORBIDDEN = ("vllm", "trl", "prefect", "mlflow")
-ATTEMPTED: list[str] = []
-
-
-def _block_absent_packages() -> None:
-    """Make the packages the target machine lacks absent here too. A None entry in sys.modules
-    makes `import x` raise ImportError and `importlib.util.find_spec("x")` answer None, which is
-    how libraries probe optional packages; an `import` statement that reaches one is recorded."""
-    import builtins
-
-    for name in FORBIDDEN:
-        sys.modules[name] = None
-    real_import = builtins.__import__
-
-    def recording_import(name, *args, **kwargs):
-        if name.split(".")[0] in FORBIDDEN:
-            ATTEMPTED.append(name)
-        return real_import(name, *args, **kwargs)
-
-    builtins.__import__ = recording_import
-
-
-_block_absent_packages()
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-import torch  # noqa: E402
-
-from selfplay_core.engines.gpu_config import (QWEN25_CODER, BatchShape, GPUConfig,  # noqa: E402
-                                              LoraSettings, ModelShape, learner_memory)
-
-PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "A100": 312e12}
-SMOKE_SHAPES = {
-    name: ModelShape(name=f"smoke-{name}", hidden_size=h, num_layers=2, num_heads=4,
-                     num_kv_heads=2, intermediate_size=2 * h, vocab_size=512,
-                     tie_word_embeddings=tied)
-    for name, h, tied in (("0.5b", 32, True), ("1.5b", 48, True), ("7b", 64, False))
+# name: (expected seconds on an H200, timeout seconds, runs on CPU too)
+SECTIONS = {
+    "probe": (15, 30, True),
+    "learner_7b": (75, 140, True),
+    "bf16_visibility": (20, 40, True),
+    "sync": (35, 55, True),
+    "colocation": (30, 55, False),
+    "generation": (25, 45, True),
+    "logprobs": (15, 30, True),
+    "toy_iteration": (45, 70, True),
 }
+SMOKE_TIMEOUT_S = 420  # a ceiling for hangs on a loaded 2-core CI box, not a time target
 
 
-def log(msg: str) -> None:
-    print(f"[gpu_check {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+class DepsError(SystemExit):
+    pass
 
 
-class Budget:
-    def __init__(self, seconds: float):
-        self.deadline = time.monotonic() + seconds
+def carried_site(deps: Path | None) -> Path | None:
+    """Where pydantic comes from: None when installed, else the carried folder's `site`
+    (checked against this interpreter). One clear error when neither works."""
+    import importlib.util
 
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-
-def sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def free_memory(device: str) -> None:
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-
-
-def build_model(shape: ModelShape, device: str, dtype: torch.dtype):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    cfg = Qwen2Config(**shape.hf_config_kwargs())
-    cfg._attn_implementation = "sdpa"
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)  # initialise in the target dtype: a 7B model in fp32 is 30 GB
-    try:
-        with torch.device(device):
-            model = Qwen2ForCausalLM(cfg)
-    finally:
-        torch.set_default_dtype(old)
-    return model
-
-
-def env_info(device: str) -> dict:
-    info = {"python": platform.python_version(), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "device": device}
-    for mod in ("transformers", "accelerate", "peft"):
-        try:
-            info[mod] = importlib.import_module(mod).__version__
-        except ImportError:
-            info[mod] = None
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(0)
-        info.update(gpu=p.name, gpu_count=torch.cuda.device_count(),
-                    gpu_memory_gib=round(p.total_memory / 2**30, 1),
-                    capability=f"{p.major}.{p.minor}")
-    return info
-
-
-def peak_flops(device: str, override_tflops: float | None) -> float | None:
-    if override_tflops:
-        return override_tflops * 1e12
-    if device != "cuda":
+    if importlib.util.find_spec("pydantic") is not None:
         return None
-    name = torch.cuda.get_device_name(0)
-    return next((v for k, v in PEAK_BF16.items() if k in name), None)
+    deps = Path(deps or os.environ.get(DEPS_ENV) or DEFAULT_DEPS)
+    manifest = deps / "manifest.json"
+    if not manifest.is_file():
+        raise DepsError(f"gpu_check: pydantic is not installed and there is no carried copy in "
+                        f"{deps}: where a package index is reachable run `python "
+                        f"benchmarks/gpu_check_deps.py --python {sys.version_info.major}."
+                        f"{sys.version_info.minor}` and carry {DEFAULT_DEPS.name} along "
+                        f"(or pass --deps DIR)")
+    m = json.loads(manifest.read_text())
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if m.get("python") != here:
+        raise DepsError(f"gpu_check: {deps} was made for CPython {m.get('python')}, this is "
+                        f"{here}: rerun benchmarks/gpu_check_deps.py --python {here}")
+    return deps / "site"
 
 
-# ---- 1. learner throughput -----------------------------------------------------------------------
-def learner_case(key: str, shape: ModelShape, *, device: str, dtype_name: str, batch: BatchShape,
-                 n_rollouts: int, steps: int, peak: float | None, lora: LoraSettings | None) -> dict:
-    from selfplay_core.rl.gpu import prepare_model, trainable_parameters
-    from selfplay_core.rl.learner import Learner, LearnerConfig, Rollout
+def plan_text(smoke: bool) -> str:
+    lines = [f"{'section':<16} {'where':<9} {'expected_s':>10} {'timeout_s':>9}"]
+    for name, (expected, timeout, cpu) in SECTIONS.items():
+        where = "gpu only" if not cpu else "gpu+cpu"
+        lines.append(f"{name:<16} {where:<9} {expected:>10} {timeout:>9}")
+    exp = sum(v[0] for v in SECTIONS.values())
+    cap = sum(v[1] for v in SECTIONS.values())
+    lines.append(f"{'total':<16} {'':<9} {exp:>10} {cap:>9}   (budget {BUDGET_S:.0f} s; expected "
+                 "times are estimates for one H200, timeouts are hard limits)")
+    if smoke:
+        lines.append(f"--smoke: tiny shapes on CPU, GPU-only sections reported as gpu_only, "
+                     f"each section capped at {SMOKE_TIMEOUT_S} s")
+    return "\n".join(lines)
 
-    dtype = getattr(torch, dtype_name)
-    free_memory(device)
+
+def _tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def run_section(name: str, out: Path, *, smoke: bool, timeout: float, deps: Path | None,
+                extra: list[str]) -> dict:
+    """One section in its own process group; its JSON result or why there is none."""
+    result_file, log_file = out / f"{name}.json", out / f"{name}.log"
+    result_file.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--out", str(out)]
+    cmd += (["--smoke"] if smoke else []) + extra
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if deps is not None:
+        env[DEPS_ENV] = str(deps)
     t0 = time.monotonic()
-    model = build_model(shape, device, dtype)
-    model = prepare_model(model, dtype=dtype_name, precision="pure", gradient_checkpointing=True,
-                          lora=lora)
-    init_s = time.monotonic() - t0
-    params = shape.num_params()
-    learner = Learner(model, LearnerConfig(lr=1e-6, micro_batch_size=batch.micro_batch_size,
-                                           max_completion_len=batch.max_completion_len))
-    g = torch.Generator().manual_seed(0)
-    old = -math.log(shape.vocab_size)  # ~ the random model's logprob: ratios start near 1
-
-    def rollouts():
-        out = []
-        for i in range(n_rollouts):
-            ids = torch.randint(0, shape.vocab_size, (batch.seq_len,), generator=g).tolist()
-            p = batch.max_prompt_len
-            out.append(Rollout(ids[:p], ids[p:], [old] * (len(ids) - p), 1.0 if i % 2 else -1.0))
-        return out
-
-    batch_rollouts = rollouts()
-    tokens = n_rollouts * batch.seq_len
-    learner.step(batch_rollouts)  # warm-up: kernels, allocator, optimizer states
-    sync(device)
-    t0 = time.monotonic()
-    metrics = {}
-    for _ in range(steps):
-        metrics = learner.step(batch_rollouts)
-    sync(device)
-    dt = (time.monotonic() - t0) / steps
-    tps = tokens / dt
-    gpu_cfg = GPUConfig(device="cpu", engine="hf", dtype="float32") if device == "cpu" else \
-        GPUConfig(engine="hf", dtype=dtype_name, gradient_checkpointing=True, lora=lora)
-    est = learner_memory(gpu_cfg, shape, batch)
-    out = {
-        "shape": shape.name, "params": params, "trainable_params": trainable_parameters(model),
-        "lora_r": lora.r if lora else None, "dtype": dtype_name, "gradient_checkpointing": True,
-        "rollouts_per_step": n_rollouts, "seq_len": batch.seq_len,
-        "micro_batch_size": batch.micro_batch_size, "tokens_per_step": tokens,
-        "init_s": round(init_s, 2), "step_s": round(dt, 4), "tokens_per_s": round(tps, 1),
-        # 6*P*tokens counts the forward+backward of a full fine-tune; a LoRA step skips the
-        # weight gradients (~4*P*tokens) but the conventional figure is kept for comparison.
-        "mfu": round(6 * params * tps / peak, 4) if peak else None,
-        "loss_finite": bool(math.isfinite(metrics.get("learner/loss", float("nan")))),
-        "estimated_peak_gib": round(est["total"], 3),
-    }
-    if device == "cuda":
-        out["measured_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-    learner.accelerator.free_memory()  # the Accelerator keeps references to model and optimizer
-    del learner, model, batch_rollouts
-    free_memory(device)
-    return out
-
-
-# ---- 2. generation -------------------------------------------------------------------------------
-def generation_case(shape: ModelShape, *, device: str, dtype_name: str, batch_size: int,
-                    prompt_len: int, new_tokens: int) -> dict:
-    dtype = getattr(torch, dtype_name)
-    free_memory(device)
-    model = build_model(shape, device, dtype).eval()
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, shape.vocab_size, (batch_size, prompt_len), generator=g).to(device)
-    attn = torch.ones_like(ids)
-    kw = dict(do_sample=True, temperature=1.0, top_p=1.0, pad_token_id=0, eos_token_id=None,
-              attention_mask=attn)
-    with torch.no_grad():
-        model.generate(ids, max_new_tokens=4, min_new_tokens=4, **kw)  # warm-up
-        sync(device)
-        t0 = time.monotonic()
-        out = model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **kw)
-        sync(device)
-    dt = time.monotonic() - t0
-    generated = (out.shape[1] - prompt_len) * batch_size
-    res = {"shape": shape.name, "engine": "transformers.generate", "batch": batch_size,
-           "prompt_len": prompt_len, "new_tokens": new_tokens, "seconds": round(dt, 3),
-           "tokens_per_s": round(generated / dt, 1)}
-    res["hf_engine"] = hf_engine_case(model, shape, batch_size, prompt_len, new_tokens)
-    del model
-    free_memory(device)
-    return res
-
-
-def _word_tokenizer(vocab_size: int):
-    """A tokenizer with one word per token id ("t0" .. "tN"), so text prompts map to the random
-    model's ids without any download."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {f"t{i}": i for i in range(vocab_size)}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", pad_token="t0",
-                                   eos_token="t1")
-
-
-def hf_engine_case(model, shape: ModelShape, batch_size: int, prompt_len: int,
-                   new_tokens: int) -> dict:
-    try:
-        from selfplay_core.engines import hf as hf_mod
-    except ImportError as e:
-        return {"skipped": f"selfplay_core.engines.hf not importable here ({e})"}
-    import inspect
-
-    from selfplay_core.engines.base import SamplingParams
-
-    cls = getattr(hf_mod, "HFEngine", None)
-    if cls is None:
-        return {"skipped": "selfplay_core.engines.hf has no HFEngine"}
-    tok = _word_tokenizer(shape.vocab_size)
-    params = inspect.signature(cls).parameters
-    try:
-        kwargs = {k: v for k, v in (("model", model), ("tokenizer", tok)) if k in params}
-        engine = cls(**kwargs) if len(kwargs) == 2 else cls(model, tok)
-    except Exception as e:  # noqa: BLE001 - an unknown constructor is a note, not a failure
-        return {"skipped": f"could not build HFEngine(model, tokenizer): {type(e).__name__}: {e}"}
-    g = torch.Generator().manual_seed(1)
-    prompts = [" ".join(f"t{int(i)}" for i in torch.randint(2, shape.vocab_size, (prompt_len,),
-                                                            generator=g))
-               for _ in range(batch_size)]
-    sp = SamplingParams(temperature=1.0, max_new_tokens=new_tokens, seed=0)
-    try:
-        engine.generate(prompts[:2], 1, SamplingParams(temperature=1.0, max_new_tokens=2, seed=0))
-        t0 = time.monotonic()
-        out = engine.generate(prompts, 1, sp)
-        dt = time.monotonic() - t0
-    except Exception as e:  # noqa: BLE001
-        return {"error": f"{type(e).__name__}: {e}"}
-    n = sum(len(c.token_ids) for group in out for c in group)
-    return {"engine": "selfplay HFEngine", "seconds": round(dt, 3), "tokens": n,
-            "tokens_per_s": round(n / dt, 1)}
-
-
-# ---- 3. toy-world loop ---------------------------------------------------------------------------
-def toy_loop_case(entry: str | None, iterations: int, device: str) -> dict:
-    module_name, _, func_name = (entry or "selfplay_core.loop.headless:run_default_loop").partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        return {"skipped": f"{module_name} not importable in this checkout ({e}); the hook "
-                           f"expects {module_name}.{func_name}(iterations, device) -> dict"}
-    fn = getattr(module, func_name, None)
-    if fn is None:
-        return {"skipped": f"{module_name} has no {func_name}(iterations, device) -> dict"}
-    t0 = time.monotonic()
-    result = fn(iterations=iterations, device=device)
-    return {"entry": f"{module_name}:{func_name}", "iterations": iterations,
-            "seconds": round(time.monotonic() - t0, 2), "result": result}
-
-
-# ---- driver ----------------------------------------------------------------------------------------
-def run(args) -> dict:
-    device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
-    if args.smoke:
-        shapes, dtype_name = SMOKE_SHAPES, "float32"
-        if device == "cpu":
-            torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    else:
-        shapes, dtype_name = QWEN25_CODER, "bfloat16" if device == "cuda" else "float32"
-    budget = Budget(args.budget_s)
-    peak = peak_flops(device, args.peak_tflops)
-    summary: dict = {"mode": "smoke" if args.smoke else "full", "env": env_info(device),
-                     "peak_flops": peak, "learner": {}, "generation": {}, "toy_loop": None,
-                     "notes": []}
-    if device == "cpu" and not args.smoke:
-        summary["notes"].append("no CUDA device: full shapes on CPU are far too slow; use --smoke")
-        return summary
-    if peak is None:
-        summary["notes"].append("peak FLOP/s unknown for this device: MFU left null "
-                                "(pass --peak-tflops)")
-    # (key, shape, rollouts, batch) — sized for one 141 GB H200: 7B in pure bf16 needs ~61 GB
-    # for weights, grads and AdamW states plus ~20 GB of logits/activations at 8k tokens a step.
-    if args.smoke:
-        sb = BatchShape(max_prompt_len=8, max_completion_len=8, micro_batch_size=2)
-        cases = [(k, s, 4, sb, None) for k, s in shapes.items()]
-        cases.append(("7b-lora", shapes["7b"], 4, sb, LoraSettings(r=4)))
-        gen = [("0.5b", 2, 4, 4), ("7b", 2, 4, 4)]
-    else:
-        big = BatchShape(max_prompt_len=512, max_completion_len=512, micro_batch_size=8)
-        b7 = BatchShape(max_prompt_len=512, max_completion_len=512, micro_batch_size=4)
-        cases = [("0.5b", shapes["0.5b"], 32, big, None), ("1.5b", shapes["1.5b"], 16, big, None),
-                 ("7b", shapes["7b"], 8, b7, None),
-                 ("7b-lora", shapes["7b"], 8, b7, LoraSettings(r=16))]
-        gen = [("0.5b", 64, 128, 128), ("7b", 32, 128, 128)]
-    only = set(args.shapes.split(",")) if args.shapes else None
-    # rough seconds each case needs on an H200, to skip rather than overrun the budget
-    need = {"0.5b": 20, "1.5b": 30, "7b": 60, "7b-lora": 45}
-    for key, shape, n, batch, lora in cases:
-        if only and key.removesuffix("-lora") not in only:
-            continue
-        if not args.smoke and budget.left() < need[key] + 90:
-            summary["learner"][key] = {"skipped": "time budget"}
-            continue
-        log(f"learner {key}: {shape.name}, {n} rollouts x {batch.seq_len} tokens")
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
         try:
-            summary["learner"][key] = learner_case(key, shape, device=device, dtype_name=dtype_name,
-                                                   batch=batch, n_rollouts=n, steps=args.steps,
-                                                   peak=peak, lora=lora)
-        except Exception as e:  # noqa: BLE001 - one failed case must not lose the others
-            summary["learner"][key] = {"error": f"{type(e).__name__}: {e}",
-                                       "trace": traceback.format_exc(limit=3)[-800:]}
-            free_memory(device)
-        log(f"  -> {summary['learner'][key]}")
-    for key, bs, plen, new in gen:
-        if only and key not in only:
-            continue
-        if not args.smoke and budget.left() < 60:
-            summary["generation"][key] = {"skipped": "time budget"}
-            continue
-        log(f"generation {key}: batch {bs}, {plen} prompt + {new} new tokens")
+            rc = proc.wait(timeout=timeout)
+            status = None
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the section and anything it spawned
+            proc.wait()
+            rc, status = None, "timeout"
+    line = {"section": name, "seconds": round(time.monotonic() - t0, 1), "timeout_s": timeout}
+    if result_file.is_file():
         try:
-            summary["generation"][key] = generation_case(shapes[key], device=device,
-                                                         dtype_name=dtype_name, batch_size=bs,
-                                                         prompt_len=plen, new_tokens=new)
-        except Exception as e:  # noqa: BLE001
-            summary["generation"][key] = {"error": f"{type(e).__name__}: {e}"}
-            free_memory(device)
-        log(f"  -> {summary['generation'][key]}")
-    if args.smoke or budget.left() > 60:
-        try:
-            summary["toy_loop"] = toy_loop_case(args.toy_loop, args.toy_iterations, device)
-        except Exception as e:  # noqa: BLE001
-            summary["toy_loop"] = {"error": f"{type(e).__name__}: {e}",
-                                   "trace": traceback.format_exc(limit=4)[-1200:]}
-    else:
-        summary["toy_loop"] = {"skipped": "time budget"}
-    return summary
+            line.update(json.loads(result_file.read_text()))
+        except ValueError:
+            line.update(status="error", error="unreadable result file")
+    if status == "timeout":
+        line["status"] = "timeout"
+    elif "status" not in line:
+        line.update(status="crashed", exit_code=rc)
+    if line["status"] in ("timeout", "crashed", "error"):
+        line["log_tail"] = _tail(log_file)
+    return line
+
+
+def drive(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    deps_site = carried_site(args.deps)  # fails here, once, before any section starts
+    deps = deps_site.parent if deps_site is not None else None
+    names = args.sections.split(",") if args.sections else list(SECTIONS)
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        raise SystemExit(f"gpu_check: unknown sections {unknown}; choose from {list(SECTIONS)}")
+    extra = ["--peak-tflops", str(args.peak_tflops)] if args.peak_tflops else []
+    lines_path = out / "sections.jsonl"
+    lines_path.write_text("")
+    t_start = time.monotonic()
+    lines = []
+    for name in names:
+        expected, timeout, _ = SECTIONS[name]
+        timeout = args.smoke_timeout_s if args.smoke else timeout
+        left = args.budget_s - (time.monotonic() - t_start)
+        if not args.smoke and left < min(timeout, expected * 1.5):
+            line = {"section": name, "status": "skipped", "reason": f"{left:.0f} s of budget left"}
+        else:
+            print(f"[gpu_check] {name} (timeout {timeout:.0f} s)", file=sys.stderr, flush=True)
+            line = run_section(name, out, smoke=args.smoke,
+                               timeout=timeout if args.smoke else min(timeout, max(left, 1.0)),
+                               deps=deps, extra=extra)
+        lines.append(line)
+        with open(lines_path, "a") as f:  # as each section ends: a cut run keeps what finished
+            f.write(json.dumps(line, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        print(json.dumps(line, sort_keys=True), flush=True)
+    summary = {"mode": "smoke" if args.smoke else "full", "wall_s": round(time.monotonic() - t_start, 1),
+               "status": {l["section"]: l["status"] for l in lines},
+               "pydantic": "carried" if deps is not None else "installed"}
+    (out / "summary.json").write_text(json.dumps(summary, sort_keys=True) + "\n")
+    print(json.dumps({"summary": summary}, sort_keys=True), flush=True)
+    return 0
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--smoke", action="store_true", help="tiny shapes, one step: runs on CPU")
-    p.add_argument("--cpu", action="store_true", help="ignore CUDA even if present")
-    p.add_argument("--shapes", help="subset, e.g. 0.5b,7b")
-    p.add_argument("--steps", type=int, default=3, help="timed learner steps per shape")
-    p.add_argument("--budget-s", type=float, default=420.0)
-    p.add_argument("--peak-tflops", type=float, help="override the device's dense bf16 peak")
-    p.add_argument("--toy-loop", help="MODULE:FUNC for the toy-world loop hook")
-    p.add_argument("--toy-iterations", type=int, default=3)
-    p.add_argument("--out", help="also write the JSON summary here")
+    p.add_argument("--out", default="gpu_check_out", help="folder for sections.jsonl and logs")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes on CPU; GPU-only sections marked")
+    p.add_argument("--dry-run", action="store_true", help="print the sections and expected times")
+    p.add_argument("--sections", help="comma-separated subset, in the listed order")
+    p.add_argument("--deps", help=f"carried dependency folder (default ${DEPS_ENV} or {DEFAULT_DEPS})")
+    p.add_argument("--peak-tflops", type=float, help="override the dense bf16 peak for MFU")
+    p.add_argument("--budget-s", type=float, default=BUDGET_S)
+    p.add_argument("--smoke-timeout-s", type=float, default=SMOKE_TIMEOUT_S,
+                   help="per-section ceiling with --smoke (default %(default)s)")
+    p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    t0 = time.monotonic()
-    summary = run(args)
-    summary["wall_s"] = round(time.monotonic() - t0, 1)
-    summary["blocked_imports_attempted"] = sorted(set(ATTEMPTED))
-    text = json.dumps(summary, sort_keys=True)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text, flush=True)
-    return 0
+    if args.dry_run:
+        print(plan_text(args.smoke))
+        return 0
+    if args.child:
+        site = carried_site(args.deps)
+        if site is not None:
+            sys.path.insert(0, str(site))
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from gpu_check_sections import run_child
+
+        return run_child(args.child, Path(args.out), smoke=args.smoke, peak_tflops=args.peak_tflops,
+                         carried=site is not None)
+    try:
+        return drive(args)
+    except DepsError as e:
+        print(str(e), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -21,6 +21,9 @@ from selfplay_core.config import RunConfig
 from selfplay_core.loop.driver import default_run_dir, run_selfplay, started_by
 from tasks.stages import as_task
 
+# Callables told each completed iteration's step (the CLI's progress bar).
+iteration_listeners: list = []
+
 
 @flow(name="selfplay", log_prints=True, retries=1, retry_delay_seconds=10)
 def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str | None = None) -> dict:
@@ -30,6 +33,8 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
         keys = ("student/accepted/reward", "teacher/lemma/acceptance", "teacher/lift/acceptance",
                 "goalposts/solved", "eval/all/pass@1")
         logger.info("iteration %d: %s", step, ", ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics))
+        for listener in iteration_listeners:
+            listener(step)
 
     run_dir = run_dir or choose_run_dir(config, deployment.id, flow_run.scheduled_start_time,
                                         flow_run.id)

@@ -29,9 +29,9 @@ def sandbox_config(args):
     return SandboxConfig(**kw)
 
 
-def progress_bar(total: int, desc: str):
+def progress_bar(total: int, desc: str, unit: str = "sample"):
     """A tqdm bar on stderr (quiet when stderr is not a terminal and total is small)."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="sample", file=sys.stderr, dynamic_ncols=True,
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True,
                 disable=None if total < 50 else False, leave=False)

@@ -159,11 +159,40 @@ def print_summary(run, out_paths: dict, stream=None) -> None:
     console.print(f"-> {out_paths['report']}", highlight=False)
 
 
+def _check_sample_ids(benchmark: str, samples, problems, where: str) -> None:
+    """Unknown problem ids in a samples file, against the whole benchmark (as `evaluate`
+    would find them, but before its expected outputs are computed)."""
+    from selfplay_core.problems import InputError
+
+    known = {p.id for p in problems}
+    for k, s in enumerate(samples, 1):
+        if str(s.problem_id) not in known:
+            raise InputError(f"{where}: sample #{k} (sample_id {s.sample_id!r}): field 'problem_id': "
+                             f"unknown problem {s.problem_id!r} for {benchmark} (ids look like "
+                             f"{problems[0].id if problems else '?'!r})")
+
+
+def _check_fit(args, problems, cfg, tokenizer=None) -> None:
+    """--model: every selected prompt plus --max-new-tokens fits the model's context."""
+    from selfplay_core.evaluation.fit import check_prompts_fit, context_window, load_tokenizer
+
+    window = context_window(args.model)
+    if window is None:
+        return
+    ids = _ids(args.ids)
+    if ids is not None:
+        wanted = set(ids)
+        problems = [p for p in problems if p.id in wanted]
+    check_prompts_fit(args.benchmark, problems, cfg.template, tokenizer=tokenizer or load_tokenizer(args.model),
+                      window=window, max_new_tokens=cfg.sampling.max_new_tokens, checkpoint=args.model)
+
+
 def run(args) -> int:
     from selfplay_cli._common import CLIError
     from selfplay_core.datasets.registry import load_benchmark
     from selfplay_core.evaluation.passk import PassAtKError, parse_ks
     from selfplay_core.evaluation.report import write_outputs
+    from selfplay_core.evaluation.fit import prompt_problems
     from selfplay_core.evaluation.runner import EvalConfig, evaluate
     from selfplay_core.problems import load_samples
     from selfplay_core.sandbox import Executor
@@ -196,13 +225,34 @@ def run(args) -> int:
         cfg_kw.update(samples_per_problem=args.n)
     cfg = EvalConfig(**cfg_kw)
 
+    # Input errors first, before expected outputs are computed (a minute on first use) or a
+    # model is loaded: unknown sample ids, prompts that do not fit the model's context.
+    # (LCB's problems are read, not computed: they are checked once loaded, as HumanEval/MBPP.)
+    raw = prompt_problems(args.benchmark, args.data) if args.benchmark.endswith("plus") else None
+    if raw is not None and samples is not None:
+        _check_sample_ids(args.benchmark, samples, raw, args.samples)
+    if raw is not None and args.model:
+        _check_fit(args, raw, cfg)
     with Executor(sandbox_config(args)) as ex:
-        bar = progress_bar(0, f"{args.benchmark}: loading")
-        bench = load_benchmark(args.benchmark, args.data, executor=ex, progress=bar.update,
+        bar = None
+
+        def on_compute(n: int) -> None:
+            nonlocal bar
+            if n:
+                print(f"{args.benchmark}: computing the expected outputs of {n} problems (their "
+                      "canonical solutions run once in the sandbox; cached for the next time) ...",
+                      file=sys.stderr, flush=True)
+                bar = progress_bar(n, f"{args.benchmark}: expected outputs", unit="problem")
+
+        bench = load_benchmark(args.benchmark, args.data, executor=ex, on_compute=on_compute,
+                               progress=lambda k: bar.update(k) if bar is not None else None,
                                ids=_ids(args.ids), **lcb)
-        bar.close()
+        if bar is not None:
+            bar.close()
         if args.model:
             engine = make_engine(args.model)
+            if raw is None:  # LCB, HumanEval, MBPP: checked now that they are loaded
+                _check_fit(args, bench.problems, cfg, engine.tokenizer)
             total = len(bench.problems) * (cfg.n + (1 if cfg.greedy else 0))
             source = {"model": args.model, "engine": type(engine).__name__}
         else:

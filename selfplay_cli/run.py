@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 
 
 def register(sub) -> None:
@@ -28,26 +29,32 @@ def _env_defaults() -> None:
     os.environ.setdefault("DO_NOT_TRACK", "true")
     os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # transformers' "Loading weights" / "Writing model shards" bars, twice per iteration, between
+    # the lines that matter; the run's own progress bar is enough.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def run(args) -> int:
     from selfplay_cli._common import CLIError
     from selfplay_core.config import ConfigError
     from selfplay_core.engines.errors import EngineError
+    from selfplay_core.engines.gpu_config import DistributedLaunchError, refuse_distributed_launch
     from selfplay_core.state import StateError
     from selfplay_core.storage import StorageError
 
     try:
+        refuse_distributed_launch()  # every rank would run the loop: refuse before anything
         return _run(args)
-    except (ConfigError, EngineError, StateError, StorageError) as e:  # one line, no traceback
+    except (ConfigError, EngineError, StateError, StorageError, DistributedLaunchError) as e:  # one line, no traceback
         raise CLIError(str(e)) from None
 
 
 def _run(args) -> int:
     from pathlib import Path
 
-    from selfplay_core.config import dump_config, load_config
+    from selfplay_core.config import ConfigError, dump_config, load_config
     from selfplay_core.loop.engine_setup import check_server, describe_setup, launches_server
+    from selfplay_core.state import StateError
 
     config = args.config
     if args.resume and config is None and (Path(args.resume) / "config.yaml").exists():
@@ -64,20 +71,53 @@ def _run(args) -> int:
         check_server(cfg)  # before Prefect, MLflow or the model start
     _env_defaults()
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     run_dir = args.resume
     if run_dir:
         from selfplay_core.loop.driver import check_resumable
         check_resumable(run_dir, cfg)  # StateError naming the file and the last good iteration
+    try:
+        result = _run_with_progress(args, cfg, run_dir, console)
+    except (ConfigError, StateError):
+        raise  # one line that says what to do (resume or not)
+    except BaseException:  # interrupted or failed: the iterations done so far are saved
+        _resume_hint(run_dir, cfg, console)
+        raise
+    _print_summary(result, cfg)
+    return 0
+
+
+def _resume_hint(run_dir, cfg, console) -> None:
+    """After an interrupted or failed run: how to continue it, if it got far enough to save."""
+    import json
+    from pathlib import Path
+
+    from selfplay_core.loop.driver import default_run_dir
+
+    path = Path(run_dir or default_run_dir(cfg)) / "state.json"
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if not state.get("finished"):
+        console.print(f"the run stopped after {state.get('iteration', 0)} of {cfg.iterations} "
+                      f"iterations; resume with: selfplay run --resume {path.parent}",
+                      highlight=False, soft_wrap=True)
+
+
+def _run_with_progress(args, cfg, run_dir, console) -> dict:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=console, transient=False)
-    with progress:
+    if not args.no_prefect:
+        import flows.selfplay  # noqa: F401  (configures Prefect's logging, which _library_info uses)
+    with _library_info(console), progress:
         bar = progress.add_task("self-play", total=cfg.iterations)
 
         def on_stage(name: str) -> None:
-            progress.update(bar, description=f"{cfg.method}: {name}")
+            progress.update(bar, description=f"{cfg.method.name}: {name}")
 
         if args.no_prefect:
             from selfplay_core.loop.driver import direct, run_selfplay
@@ -91,45 +131,137 @@ def _run(args) -> int:
             result = {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
                       "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
         else:
-            from flows.selfplay import for_config
+            from flows.selfplay import for_config, iteration_listeners
             from tasks.stages import stage_listeners
 
+            def on_iteration(step: int) -> None:
+                progress.update(bar, completed=step)
+
+            if console.is_terminal:  # where the live bar shows the stage; a log file keeps them
+                _quiet_task_run_logs()
             stage_listeners.append(on_stage)
+            iteration_listeners.append(on_iteration)
             try:
                 result = for_config(cfg)(config=cfg, resume=bool(run_dir), run_dir=run_dir)
             finally:
                 stage_listeners.remove(on_stage)
-        progress.update(bar, completed=cfg.iterations, description=f"{cfg.method}: done")
-    _print_summary(result)
-    return 0
+                iteration_listeners.remove(on_iteration)
+                _quiet_prefect_at_exit()
+        progress.update(bar, completed=cfg.iterations, description=f"{cfg.method.name}: done")
+    return result
 
 
-def _print_summary(result: dict) -> None:
+@contextmanager
+def _library_info(console):
+    """selfplay_core's INFO lines on the terminal while the run goes: what a long step is doing
+    (goalpost mining rounds on a first run, a checkpoint fetched from the store, spooled uploads
+    delivered). Under Prefect they reach its console handler on the root logger; without Prefect
+    a rich handler prints them above the progress bar. Restored afterwards (main() may be called
+    in-process)."""
+    import logging
+
+    lib = logging.getLogger("selfplay_core")
+    level, handler = lib.level, None
+    lib.setLevel(logging.INFO)
+    if not logging.getLogger().handlers:
+        from rich.logging import RichHandler
+
+        handler = RichHandler(console=console, show_path=False, show_time=False)
+        lib.addHandler(handler)
+    try:
+        yield
+    finally:
+        lib.setLevel(level)
+        if handler is not None:
+            lib.removeHandler(handler)
+
+
+class _TaskRunInfoFilter:
+    """Drops Prefect's per-task INFO lines ("Task run 'update-466' - Finished in state
+    Completed()", ~15 per iteration) from a terminal, where the live progress bar shows the
+    stage; the flow logs each iteration's metrics, and warnings and errors still show. Output
+    to a file keeps them: there they are the only sign of the stage (and tests wait on them).
+    The Prefect API (and its UI) keeps every line: its handler sits on the task-run logger."""
+
+    def filter(self, record) -> bool:
+        import logging
+
+        return not (record.name.startswith("prefect.task_runs") and record.levelno < logging.WARNING)
+
+
+def _quiet_task_run_logs() -> None:
+    import logging
+
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler) and not any(
+                isinstance(f, _TaskRunInfoFilter) for f in handler.filters):
+            handler.addFilter(_TaskRunInfoFilter())
+
+
+def _quiet_prefect_at_exit() -> None:
+    """Prefect stops its temporary API server (a flow run without PREFECT_API_URL starts one)
+    from an atexit hook that logs "Stopping temporary server" at INFO: after our summary. This
+    hook, registered later, runs first and leaves Prefect's logger warnings and errors only.
+    (Stopping the server here instead would cut off Prefect's log worker, which sends its
+    last batch at exit: "Error logging to API".)"""
+    import atexit
+    import logging
+
+    atexit.register(lambda: logging.getLogger("prefect").setLevel(logging.WARNING))
+
+
+def _print_summary(result: dict, cfg) -> None:
     import json
     from pathlib import Path
 
+    from selfplay_core.tracking.run_summary import describe_run, metrics_table
+
     state = json.loads((Path(result["run_dir"]) / "state.json").read_text())
     hist = state.get("history", [])
-    cols = ["student/accepted/reward", "teacher/lemma/acceptance", "teacher/lift/acceptance",
-            "teacher/azr/acceptance", "student/real/pass_rate", "eval/all/pass@1", "goalposts/solved",
-            "goalposts/floor"]
-    cols = [c for c in cols if any(c in h for h in hist)]
-    print("step  " + "  ".join(f"{c.split('/', 1)[1][:22]:>22}" for c in cols))
-    for h in hist:
-        print(f"{h['step']:>4}  " + "  ".join(
-            f"{h[c]:>22.3f}" if c in h else f"{'':>22}" for c in cols))
-    print(f"\nMLflow run: {result['run_id']}  ({result['tracking_uri']})")
+    print(metrics_table(hist))
+    print()
+    samples = cfg.eval.n * cfg.eval.max_problems if cfg.eval.max_problems else None
+    for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name):
+        print(line)
+    for line in run_verdict(state):
+        print(f"verdict: {line}")
+    print()
     uri = result["tracking_uri"]
-    print(f"  open it:  {uri}" if uri.startswith(("http://", "https://"))
-          else f"  open it:  mlflow ui --backend-store-uri {uri}")
+    print(f"MLflow run {result['run_id']} in {uri}")
+    print(f"  compare runs: {_runs_view(uri, result['run_id'])}")
     print(f"goalpost heatmap: {result['heatmap']}")
     lineage = Path(result["run_dir"]) / "lineage.html"
     if lineage.exists():
         print(f"curriculum lineage: {lineage}")
     print(f"final checkpoint: {result['checkpoint']}")
-    for line in run_verdict(state):
-        print(f"verdict: {line}")
-    print(f"resume with: selfplay run --resume {result['run_dir']}")
+    if not state.get("finished"):
+        print(f"resume with: selfplay run --resume {result['run_dir']}")
+
+
+def _runs_view(uri: str, run_id: str) -> str:
+    """Where a person compares this run with others: the MLflow runs list of its experiment
+    (`make up` serves the default store; `workflowType=machine_learning` opens MLflow 3.17 on
+    runs rather than GenAI traces)."""
+    from selfplay_cli.serve import runs_url
+
+    try:
+        from mlflow.tracking import MlflowClient
+        exp = MlflowClient(uri).get_run(run_id).info.experiment_id
+    except Exception:  # the pointer is a convenience; the run is logged either way
+        exp = None
+    if uri.startswith(("http://", "https://")):
+        return runs_url(uri, exp) if exp else uri
+    from pathlib import Path
+
+    from selfplay_cli.serve import bin_of
+
+    page = runs_url("http://127.0.0.1:5000", exp) if exp else "http://127.0.0.1:5000"
+    repo = Path(__file__).resolve().parents[1]
+    served = uri == f"sqlite:///{repo / 'runs' / 'mlruns' / 'mlflow.db'}"  # make up's default
+    return (("`make up` (it serves this store) or " if served else "")
+            + f"`{bin_of('mlflow')} ui --backend-store-uri {uri}`, then open {page}")
 
 
 def run_verdict(state: dict) -> list[str]:

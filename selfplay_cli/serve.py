@@ -1,12 +1,14 @@
 """selfplay serve: a local stack to click through — Prefect server + worker, MLflow, S3.
 
 Starts (all on loopback, state under --dir): a Ceph RGW S3 server when its binaries are
-installed (infra/s3/ceph_rgw.sh; skipped with a note otherwise), an MLflow server (SQLite store,
-artifacts proxied to s3://selfplay/mlflow or to --dir/mlartifacts), a Prefect server (SQLite
-under --dir/prefect), registers the deployments of prefect.yaml, and starts a process worker on
-the selfplay-local pool whose flow runs log to the served MLflow. Prints the URLs; Ctrl-C stops
-everything (SIGTERM to each process group, a grace period, then SIGKILL: a background Prefect
-worker can ignore SIGTERM).
+installed (infra/s3/ceph_rgw.sh; skipped with a note otherwise) for the workers' checkpoint
+store, an MLflow server on the store `selfplay run` writes by default (runs/mlruns: one MLflow for
+`make run` and `make up`), a Prefect server (SQLite under --dir/prefect), registers the
+deployments of prefect.yaml, and starts a process worker on the selfplay-local pool whose flow
+runs log to the served MLflow. Prints the URLs; Ctrl-C, SIGINT or SIGTERM stops everything
+(SIGTERM to each process group, a grace period, then SIGKILL: a background Prefect worker can
+ignore SIGTERM), and so does removing --pid-file (how `make up` passes on a SIGINT sent to make
+alone: make deletes the target file of the recipe it is running, and waits).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -41,6 +44,11 @@ def register(sub) -> None:
         "server, and a Ceph RGW S3 server when radosgw is installed. Everything listens on "
         "127.0.0.1; state lives under --dir. Ctrl-C stops everything.")
     p.add_argument("--dir", default="runs/serve", help="state directory (default runs/serve)")
+    p.add_argument("--mlflow-store", default="runs/mlruns", metavar="DIR",
+                   help="MLflow store to serve: DIR/mlflow.db, artifacts in DIR/artifacts "
+                   "(default runs/mlruns, where `selfplay run` logs by default)")
+    p.add_argument("--pid-file", metavar="PATH",
+                   help="write this process's pid here; removing the file stops the stack")
     p.add_argument("--prefect-port", type=int, default=4200)
     p.add_argument("--mlflow-port", type=int, default=5000)
     p.add_argument("--s3-port", type=int, default=7480)
@@ -138,7 +146,7 @@ def _signal_group(p: subprocess.Popen, sig: int) -> None:
 def start_s3(root: Path, port: int, log) -> dict | None:
     missing = [b for b in RGW_BINARIES if shutil.which(b) is None]
     if missing:
-        log(f"note: no S3 server (missing {', '.join(missing)}); MLflow keeps artifacts on disk. "
+        log(f"note: no S3 server (missing {', '.join(missing)}); checkpoints stay on disk. "
             "Install one with: apt-get install -y --no-install-recommends radosgw ceph-mon ceph-osd")
         return None
     rgw = root / "rgw"
@@ -172,6 +180,44 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt  # SIGTERM stops the stack as Ctrl-C does
 
 
+def watch_pid_file(path: Path, interval: float = 0.5) -> threading.Event:
+    """Stop this process (SIGTERM to itself, i.e. the Ctrl-C path) once `path` is gone.
+
+    Why: `make up` runs this command as a recipe. A SIGINT sent to make's pid alone is not
+    passed on (make assumes the terminal sent it to the whole process group and waits for its
+    children), but make does delete the recipe's target file first; the Makefile makes this
+    pid file the target, so its removal is the signal. Set the returned event to stop watching
+    (before removing the file on the way out)."""
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.wait(interval):
+            if not path.exists():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=loop, name="pid-file-watch", daemon=True).start()
+    return done
+
+
+def experiment_urls(mlflow_url: str, limit: int = 4) -> list[tuple[str, str]]:
+    """(experiment name, URL of its runs list) for experiments in the served store with runs.
+    `workflowType=machine_learning` makes MLflow 3.17's UI show the runs table and the
+    machine-learning side bar (it opens on "GenAI apps & agents" otherwise)."""
+    from mlflow.tracking import MlflowClient
+
+    try:
+        exps = MlflowClient(mlflow_url).search_experiments(max_results=50)
+    except Exception:  # the UI still works; the links are a convenience
+        return []
+    exps = [e for e in exps if e.name != "Default"] or exps
+    return [(e.name, runs_url(mlflow_url, e.experiment_id)) for e in exps[:limit]]
+
+
+def runs_url(mlflow_url: str, experiment_id: str) -> str:
+    return f"{mlflow_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
 def bin_of(name: str) -> str:
     """A console script of this interpreter's environment (the venv's prefect, mlflow)."""
     cand = Path(sys.executable).parent / name
@@ -181,7 +227,10 @@ def bin_of(name: str) -> str:
 def run(args) -> int:
     root = Path(args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
+    store = Path(args.mlflow_store).resolve()
+    store.mkdir(parents=True, exist_ok=True)
     logs = root / "logs"
+    pid_file = Path(args.pid_file).resolve() if args.pid_file else None
     for port, flag in ((args.prefect_port, "--prefect-port"), (args.mlflow_port, "--mlflow-port")):
         if not port_free(port):
             raise CLIError(f"port {port} on 127.0.0.1 is taken ({flag} picks another)")
@@ -194,6 +243,11 @@ def run(args) -> int:
     # Explicit handlers: a shell starts background jobs with SIGINT ignored, and Python then
     # never raises KeyboardInterrupt; SIGTERM stops the stack as Ctrl-C does.
     old_handlers = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    watching = None
+    if pid_file is not None:
+        pid_file.parent.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(f"{os.getpid()}\n")
+        watching = watch_pid_file(pid_file)
     try:
         if not args.no_s3:
             if not port_free(args.s3_port):
@@ -206,18 +260,21 @@ def run(args) -> int:
                        "AWS_ACCESS_KEY_ID": s3_env["AWS_ACCESS_KEY_ID"],
                        "AWS_SECRET_ACCESS_KEY": s3_env["AWS_SECRET_ACCESS_KEY"],
                        "AWS_DEFAULT_REGION": s3_env["AWS_DEFAULT_REGION"]}
-            artifacts = f"s3://{BUCKET}/mlflow"
-        else:
-            artifacts = str(root / "mlartifacts")
         print_("starting Prefect server and MLflow (20-60 s) ...")
         prefect_env = {**base, "PREFECT_HOME": str(root / "prefect"), "PREFECT_API_URL": prefect_api}
         server = procs.start("prefect server", [bin_of("prefect"), "server", "start", "--host",
                              "127.0.0.1", "--port", str(args.prefect_port)], prefect_env,
                              logs / "prefect-server.log")
+        # The store `selfplay run` writes (sqlite, artifacts as plain files beside it): runs made
+        # with `make run` appear here, and runs of the worker land there. Artifacts stay on disk
+        # (not S3) so that a process writing to the SQLite file directly (`make run`) and one
+        # logging through this server can share an experiment.
+        artifacts = (store / "artifacts").as_uri()
         mlflow = procs.start("mlflow server", [
-            bin_of("mlflow"), "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-            "--artifacts-destination", artifacts, "--host", "127.0.0.1",
-            "--port", str(args.mlflow_port)], {**base, **s3_vars}, logs / "mlflow.log")
+            bin_of("mlflow"), "server", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+            "--default-artifact-root", artifacts, "--artifacts-destination", artifacts,
+            "--host", "127.0.0.1", "--port", str(args.mlflow_port)], {**base, **s3_vars},
+            logs / "mlflow.log")
         wait_http(f"{prefect_api}/health", args.startup_timeout, server, "Prefect server")
         wait_http(f"{mlflow_url}/health", args.startup_timeout, mlflow, "MLflow server")
         if not args.no_deploy:
@@ -232,12 +289,20 @@ def run(args) -> int:
                         cwd=REPO)
         print_("")
         print_(f"Prefect UI   http://127.0.0.1:{args.prefect_port}   (PREFECT_API_URL={prefect_api})")
-        print_(f"MLflow UI    {mlflow_url}")
+        print_(f"MLflow UI    {mlflow_url}   (store {store})")
+        for name, url in experiment_urls(mlflow_url):
+            print_(f"  runs of {name}: {url}")
+        print_("  MLflow 3.17 opens on 'GenAI apps & agents': switch its side bar's workflow "
+               "selector to 'Machine learning' for the runs list (tick runs, then Compare).")
         if s3_env:
             print_(f"S3           {s3_env['S3_ENDPOINT_URL']}  bucket {BUCKET}  "
                    f"key {s3_env['AWS_ACCESS_KEY_ID']} / {s3_env['AWS_SECRET_ACCESS_KEY']}")
         print_(f"logs         {logs}")
-        print_("Run a deployment from the UI (Deployments -> Run -> Custom run). Ctrl-C stops everything.")
+        print_("Run a deployment from the UI (Deployments -> Run -> Custom run), or from a shell "
+               "in the repository root (README, 'Deployments'):")
+        print_(f"  . .venv/bin/activate; export PREFECT_API_URL={prefect_api}")
+        print_("  prefect deployment run selfplay/nightly")
+        print_("Ctrl-C stops everything.")
         while True:
             dead = procs.dead()
             if dead:
@@ -253,6 +318,9 @@ def run(args) -> int:
         procs.stop(args.stop_timeout, log=print_)
         if s3_env is not None or (root / "rgw").exists():
             stop_s3(root)
+        if watching is not None:
+            watching.set()
+            pid_file.unlink(missing_ok=True)
         print_("stopped.")
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from selfplay_core.datasets.registry import load_benchmark
 from selfplay_core.engines.base import SamplingParams
 from selfplay_core.engines.hf import HFEngine
+from selfplay_core.evaluation.fit import check_prompts_fit, context_window, load_tokenizer, prompt_problems
 from selfplay_core.evaluation.prompts import get_template
 from selfplay_core.evaluation.report import write_outputs
 from selfplay_core.evaluation.runner import EvalConfig, evaluate
@@ -151,17 +152,44 @@ def evaluate_toy(engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> 
     return report
 
 
-def evaluate_benchmark(name: str, engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> dict:
+def expected_output_progress(name: str, log, steps: int = 4):
+    """(on_compute, progress) callbacks for load_benchmark that log what is computed and each
+    quarter done: the first evaluation of HumanEval+ / MBPP+ runs every canonical solution."""
+    state = {"total": 0, "done": 0}
+
+    def on_compute(n: int) -> None:
+        state["total"] = n
+        if n:
+            log(f"{name}: computing the expected outputs of {n} problems (their canonical "
+                "solutions run once in the sandbox; cached for the next time)")
+
+    def progress(k: int) -> None:
+        before, state["done"] = state["done"], state["done"] + k
+        total = state["total"]
+        if total and any(before < total * q / steps <= state["done"] for q in range(1, steps + 1)):
+            log(f"{name}: expected outputs {state['done']}/{total}")
+
+    return on_compute, progress
+
+
+def evaluate_benchmark(name: str, engine, executor, cfg: CheckpointEvalConfig, out_dir: Path,
+                       log=lambda m: None) -> dict:
     """One code benchmark through the runner (as `selfplay evaluate --model`); writes its files."""
     import dataclasses
 
-
-    bench = load_benchmark(name, cfg.data, executor=executor)
+    on_compute, progress = expected_output_progress(name, log)
+    bench = load_benchmark(name, cfg.data, executor=executor, on_compute=on_compute, progress=progress)
     if cfg.max_problems and len(bench.problems) > cfg.max_problems:
         bench = dataclasses.replace(bench, problems=bench.problems[:cfg.max_problems],
                                     _content_hash=None)
+    template = get_template(None, name)
+    # Checked up front where prompts can be read without the sandbox (check_benchmarks_fit);
+    # HumanEval and MBPP exist only now. Before any generation either way.
+    check_prompts_fit(name, bench.problems, template, tokenizer=engine.tokenizer,
+                      window=getattr(engine, "max_length", None),
+                      max_new_tokens=cfg.max_new_tokens or 1024, checkpoint=cfg.checkpoint)
     ecfg = EvalConfig(n=cfg.n, ks=tuple(cfg.ks), greedy=cfg.greedy,
-                      template=get_template(None, name),
+                      template=template,
                       sampling=SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
                                               max_new_tokens=cfg.max_new_tokens or 1024,
                                               seed=cfg.seed))
@@ -169,6 +197,27 @@ def evaluate_benchmark(name: str, engine, executor, cfg: CheckpointEvalConfig, o
                    source_info={"model": cfg.checkpoint, "engine": type(engine).__name__})
     write_outputs(run, out_dir)
     return run.report
+
+
+def check_benchmarks_fit(cfg: CheckpointEvalConfig, model_dir: Path) -> None:
+    """Before anything starts: the prompts of each code benchmark (the subset evaluated) plus
+    max_new_tokens fit the checkpoint's context, else one InputError naming the benchmark
+    (e.g. HumanEval+ on the toy model: 238 + 1024 tokens > 512)."""
+    window = context_window(model_dir)
+    names = [n for n in cfg.benchmarks if n != "toy"]
+    if window is None or not names:
+        return
+    tokenizer = None
+    for name in names:
+        problems = prompt_problems(name, cfg.data)
+        if problems is None:  # HumanEval / MBPP: checked once loaded (evaluate_benchmark)
+            continue
+        if cfg.max_problems:
+            problems = problems[:cfg.max_problems]
+        tokenizer = tokenizer or load_tokenizer(model_dir)
+        check_prompts_fit(name, problems, get_template(None, name), tokenizer=tokenizer,
+                          window=window, max_new_tokens=cfg.max_new_tokens or 1024,
+                          checkpoint=cfg.checkpoint)
 
 
 def run_name_for(cfg: CheckpointEvalConfig) -> str:
@@ -208,6 +257,7 @@ def run_checkpoint_eval(cfg: CheckpointEvalConfig, *, call=direct, log=lambda m:
     with tempfile.TemporaryDirectory(prefix="selfplay-eval-") as tmp:
         model_dir = resolve_checkpoint(cfg.checkpoint, tmp)
         log(f"checkpoint {cfg.checkpoint} -> {model_dir}")
+        check_benchmarks_fit(cfg, model_dir)
         tracker = open_tracker(cfg, run_name, out_root)
         status = "FAILED"
         try:
@@ -219,7 +269,7 @@ def run_checkpoint_eval(cfg: CheckpointEvalConfig, *, call=direct, log=lambda m:
                         report = call("evaluate-toy", evaluate_toy, engine, ex, cfg, out_root / name)
                     else:
                         report = call(f"evaluate-{name}", evaluate_benchmark, name, engine, ex,
-                                      cfg, out_root / name)
+                                      cfg, out_root / name, log)
                     got = numeric_metrics(name, report["metrics"])
                     metrics.update(got)
                     tracker.log_metrics(got, step=0)

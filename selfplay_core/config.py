@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from selfplay_core.engines.gpu_config import QWEN25_CODER, BatchShape, GPUConfig, resolve_plan
 from selfplay_core.methods import MethodConfig, registered
-from selfplay_core.rl.learner import LearnerConfig
+from selfplay_core.rl.config import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
 from selfplay_core.storage.config import parse_uri
 
@@ -378,7 +378,8 @@ class RunConfig(_Frozen):
                            max_prompt_len=1024,
                            max_completion_len=max(self.engine.max_new_tokens_student,
                                                   self.engine.max_new_tokens_teacher),
-                           micro_batch_size=self.learner.micro_batch_size)
+                           micro_batch_size=self.learner.micro_batch_size,
+                           logits_chunk_tokens=self.learner.logits_chunk_tokens)
         return resolve_plan(self.gpu, QWEN25_CODER[self.plan.model_shape], batch)
 
 

@@ -60,7 +60,7 @@ def mine_goalposts(candidates: Sequence[Problem], solvers: Sequence[Solver], k: 
             alive = [p for p in alive if passes[p.id] == 0]
             if progress:
                 progress(f"solver {s_idx}: {len(alive)} unsolved of {len(candidates)} "
-                         f"after {max(drawn.values(), default=0)} samples")
+                         f"after {max(drawn.values(), default=0)} of {k} samples")
     return MiningResult(alive, k, samples, passes)
 
 

@@ -10,6 +10,7 @@ config with one small factory per part; a test constructs one from exactly the p
 from __future__ import annotations
 
 import random
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -52,6 +53,8 @@ class RunContext:
     # After a learner update: hands the new weights to the engine, returns metrics of the push.
     # None: nothing to push (the engine is not updated, e.g. a test without a learner).
     push: Callable[[Any], dict] | None = None
+    # Around the learner's update (a colocated vLLM server sleeps through it); None: nothing.
+    turn: Callable[[], AbstractContextManager] | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)   # run by close(), last first
 
     def __post_init__(self):
@@ -99,6 +102,10 @@ class RunContext:
         self.state.buffer = self.buffers.to_json()
         self.state.rng_state = self.rng.getstate()
         return self.state
+
+    def learner_turn(self) -> AbstractContextManager:
+        """Context for the learner's update (a colocated vLLM server sleeps through it)."""
+        return self.turn() if self.turn is not None else nullcontext()
 
     def push_weights(self) -> dict:
         """After a learner update: the engine gets the new weights."""

@@ -22,7 +22,7 @@ from selfplay_core.evaluation.passk import mean_pass_at_k_or_nan, pass_at_k
 from selfplay_core.problems import Problem, TestCase
 from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.rl.advantages import Scored
-from selfplay_core.rl.learner import Rollout
+from selfplay_core.rl.rollout import Rollout
 from selfplay_core.roles.common import Rejection, signature_of
 from selfplay_core.roles.teacher import STOP as TEACHER_STOP
 from selfplay_core.roles.teacher import parse_teacher, teacher_prompt
@@ -213,7 +213,11 @@ def score(ctx, proposals: list[Proposal], reward: ProposerReward, log: Iteration
     (teacher.format_penalty / invalid_penalty) for the rest."""
     t = ctx.config.teacher
     acc = [p for p in proposals if p.accepted]
-    values = iter(reward(ctx, acc) if acc else [])
+    given = list(reward(ctx, acc)) if acc else []
+    if len(given) != len(acc):
+        raise ValueError(f"{type(reward).__name__} gave {len(given)} rewards for {len(acc)} "
+                         "accepted proposals")
+    values = iter(given)
     for p in proposals:
         if p.accepted:
             p.reward = next(values)
@@ -419,8 +423,9 @@ def update(ctx, method, teacher: list[Proposal], student: list[tuple[str, SolveR
     if not signal:
         return {}
     t0 = time.perf_counter()
-    for _ in range(ctx.config.updates_per_iteration):
-        metrics = ctx.learner.step(signal)
+    with ctx.learner_turn():  # a colocated vLLM server sleeps through the update
+        for _ in range(ctx.config.updates_per_iteration):
+            metrics = ctx.learner.step(signal)
     metrics.update(ctx.push_weights())
     metrics["time/update_s"] = time.perf_counter() - t0
     log.add(**metrics)

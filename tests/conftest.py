@@ -1,6 +1,7 @@
 """Suite-wide settings: offline, no telemetry, generous Prefect start-up (ENVIRONMENT.md)."""
 
 import os
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -41,3 +42,32 @@ def executor():
 
     with Executor(SandboxConfig(workers=2)) as ex:
         yield ex
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _prefect_console_after_the_session():
+    """No "--- Logging error --- ValueError: I/O operation on closed file" after the summary.
+
+    Why it happened: Prefect's console handler keeps the stream that was sys.stderr when Prefect
+    configured logging during a test, i.e. pytest's capture file, which pytest closes when the
+    session ends. Prefect then still logs from exit hooks: its temporary API server (started by
+    the first flow called without PREFECT_API_URL) is stopped from an atexit hook that logs
+    "Stopping temporary server" at INFO, and its log and event workers drain at exit. At the
+    end of the session the handler gets the real stderr back, and Prefect's own logger shows
+    warnings and errors only, so the one INFO line is not printed either. (Stopping the server
+    here instead would leave the workers' last batch with no server to send it to.)"""
+    yield
+    import logging
+
+    if "prefect.logging.handlers" not in sys.modules:
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger()] + [lg for lg in logging.root.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger)]
+    for lg in loggers:
+        for h in lg.handlers:
+            if isinstance(h, PrefectConsoleHandler):
+                h.setStream(sys.__stderr__)
+                h.console.file = sys.__stderr__
+    logging.getLogger("prefect").setLevel(logging.WARNING)

@@ -44,11 +44,14 @@ def _apply(problem: Problem, expected: list, time_limit: float, keep: list[int])
 
 def attach_expected(problems: list[Problem], canonical: dict[str, str], *, dataset_key: str,
                     executor=None, min_time_s: float = 1.0, time_factor: float = 4.0,
-                    progress: Callable[[int], None] | None = None) -> list[Problem]:
+                    progress: Callable[[int], None] | None = None,
+                    on_compute: Callable[[int], None] | None = None) -> list[Problem]:
     """Return copies of `problems` with expected outputs and time limits filled in.
 
     A test on which the canonical solution itself fails is dropped and counted in
-    `metadata["dropped_tests"]` (never silently).
+    `metadata["dropped_tests"]` (never silently). `on_compute(n)` is told, before the work,
+    how many problems need their canonical solution run (0: all cached); `progress(1)` then
+    follows each one as it finishes.
     """
     path = cache_dir() / f"{dataset_key}-v{CACHE_FORMAT}.jsonl"
     cached: dict[str, dict] = {}
@@ -58,11 +61,14 @@ def attach_expected(problems: list[Problem], canonical: dict[str, str], *, datas
                 row = json.loads(line)
                 cached[row["id"]] = row
     todo = [p for p in problems if p.id not in cached]
+    if on_compute:
+        on_compute(len(todo))
     if todo:
         own = executor is None
         ex = executor or Executor(SandboxConfig(max_sample_time_s=3600.0))
         try:
-            runs = ex.run([(dataclasses.replace(p, time_limit_s=60.0), canonical[p.id]) for p in todo])
+            runs = ex.run([(dataclasses.replace(p, time_limit_s=60.0), canonical[p.id]) for p in todo],
+                          progress=progress)
         finally:
             if own:
                 ex.close()
@@ -81,8 +87,6 @@ def attach_expected(problems: list[Problem], canonical: dict[str, str], *, datas
                    "time_limit_s": round(max(min_time_s, time_factor * slowest), 3)}
             cached[p.id] = row
             new_rows.append(row)
-            if progress:
-                progress(1)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:

@@ -24,9 +24,11 @@ _EVALPLUS_RELEASES = {
 
 
 def load_evalplus(name: str, path: str | Path | None = None, *, executor=None,
-                  progress: Callable[[int], None] | None = None, ids=None) -> BenchmarkSet:
+                  progress: Callable[[int], None] | None = None, ids=None,
+                  on_compute: Callable[[int], None] | None = None) -> BenchmarkSet:
     """HumanEval+ / MBPP+ with expected outputs from the canonical solutions (cached).
-    With `ids`, only those problems are loaded (and their expected outputs computed)."""
+    With `ids`, only those problems are loaded (and their expected outputs computed).
+    `on_compute` / `progress`: see `attach_expected`."""
     loader = {"humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus}[name]
     problems, canon, src = loader(path, with_path=True)
     sha = file_sha256(src)
@@ -36,7 +38,7 @@ def load_evalplus(name: str, path: str | Path | None = None, *, executor=None,
         excluded = {p.id for p in problems if p.id not in keep}
         problems = [p for p in problems if p.id in keep]
     problems = attach_expected(problems, canon, dataset_key=f"{name}-{sha[:16]}",
-                               executor=executor, progress=progress)
+                               executor=executor, progress=progress, on_compute=on_compute)
     skipped = [Skipped(p.id, "reference fails this test or returns a non-plain value",
                        f"{p.metadata['dropped_tests']} tests")
                for p in problems if p.metadata.get("dropped_tests")]
@@ -50,13 +52,16 @@ def load_evalplus(name: str, path: str | Path | None = None, *, executor=None,
 
 
 def load_benchmark(name: str, data: str | Path | None = None, *, executor=None,
-                   progress: Callable[[int], None] | None = None, ids=None, **lcb) -> BenchmarkSet:
+                   progress: Callable[[int], None] | None = None, ids=None,
+                   on_compute: Callable[[int], None] | None = None, **lcb) -> BenchmarkSet:
     """Load a benchmark by name.
 
     data: a file (or, for LCB, a directory of official files); default: the copy under
     $SELFPLAY_DATA / ../shared/data. `lcb` keywords go to `load_lcb` (release, window,
     date_from, date_to, platforms, difficulties, kinds, tests, time_limit_s).
     ids: keep only these problem ids (an unknown id is an error).
+    on_compute(n) / progress(1): expected outputs being computed (HumanEval+, MBPP+; see
+    `attach_expected`).
     """
     if name not in BENCHMARKS:
         raise InputError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
@@ -65,7 +70,8 @@ def load_benchmark(name: str, data: str | Path | None = None, *, executor=None,
     if name == "lcb":
         bench = load_lcb(data, **lcb)
     elif name in ("humanevalplus", "mbppplus"):
-        return load_evalplus(name, data, executor=executor, progress=progress, ids=ids)
+        return load_evalplus(name, data, executor=executor, progress=progress, ids=ids,
+                             on_compute=on_compute)
     elif name == "humaneval":
         bench = load_humaneval(data, executor=executor)
     else:

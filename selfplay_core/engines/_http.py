@@ -54,7 +54,7 @@ class JSONClient:
                 params: dict | None = None, expect_json: bool = True) -> Any:
         """Send one request and return the decoded JSON body (or the text when `expect_json`
         is false; None for an empty body). Raises one of the engine errors on any failure."""
-        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        target = self._prefix + path + (f"?{urlencode(params, doseq=True)}" if params else "")
         where = f"{method} {self.base_url}{path}"
         deadline = time.monotonic() + timeout_s
         payload = None if body is None else json.dumps(body).encode()

@@ -2,8 +2,9 @@
 
 `GPUConfig` says where generation and learning run: engine backend, vLLM server URL or a
 server launched by the run (on its own GPUs, or colocated with the learner using sleep mode), GPUs
-per role, tensor parallelism, memory share, dtype, distribution, LoRA, gradient checkpointing.
-Impossible combinations fail here with one clear message instead of minutes into a run.
+per role, tensor parallelism, memory share, dtype and precision, LoRA, gradient checkpointing.
+Impossible combinations fail here with one clear message instead of minutes into a run; so does
+a learner on more than one GPU, which is not implemented (`MULTI_GPU_LEARNER`).
 
 `resolve_plan(gpu, model, batch)` turns it into what will actually happen — processes, GPUs per
 role, batch shapes per device, expected memory per GPU — for a model shape (`ModelShape`, with the
@@ -15,6 +16,7 @@ replace measuring (benchmarks/gpu_check.py measures).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,16 +24,56 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 GIB = float(1 << 30)
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+# The ranks vLLM accepts for --max-lora-rank (vllm/config/lora.py, 0.2x-0.3x).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_lora_rank(r: int) -> int:
+    """The smallest rank vLLM accepts as --max-lora-rank that holds an adapter of rank `r`."""
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= r:
+            return allowed
+    raise ValueError(f"LoRA rank {r} exceeds vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
 
 
 class LoraSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    r: int = Field(16, ge=1)
+    r: int = Field(16, ge=1, le=VLLM_LORA_RANKS[-1])  # a vLLM server loads up to rank 512
     alpha: int = Field(32, ge=1)
     dropout: float = Field(0.0, ge=0, lt=1)
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj",
                                        "gate_proj", "up_proj", "down_proj")
+
+
+MULTI_GPU_LEARNER = (
+    "a multi-GPU learner is not implemented: the learner is one process on one GPU, in the run's "
+    "process (the loop is not rank-aware: under `accelerate launch` every rank would run the "
+    "loop, start a vLLM server and push weights). Set learner_gpus: 1 and distributed: none, "
+    "and give the other GPUs to the vLLM server (rollout_gpus, tensor_parallel_size); a 7B "
+    "full fine-tune fits one 80 GB GPU with precision 'pure', or train a LoRA adapter")
+
+
+# set for every rank by torchrun / accelerate launch / deepspeed / mpirun
+_LAUNCHER_WORLD_SIZE = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+
+
+class DistributedLaunchError(RuntimeError):
+    """The run was started as one of several ranks, which the loop does not support."""
+
+
+def refuse_distributed_launch(environ=None) -> None:
+    """Stop before anything starts when this process is one rank of a multi-process launch
+    (`accelerate launch --num_processes N`, torchrun): every rank would run the whole loop,
+    start its own vLLM server and push weights."""
+    environ = os.environ if environ is None else environ
+    for key in _LAUNCHER_WORLD_SIZE:
+        value = environ.get(key, "")
+        if value.isdigit() and int(value) > 1:
+            rank = environ.get("RANK", environ.get("LOCAL_RANK", "?"))
+            raise DistributedLaunchError(
+                f"started as rank {rank} of {value} ({key}={value}): {MULTI_GPU_LEARNER}. Start "
+                "the run as one process (`selfplay run ...`, not `accelerate launch`)")
 
 
 class GPUConfig(BaseModel):
@@ -51,12 +93,18 @@ class GPUConfig(BaseModel):
     learner_gpus: int = Field(1, ge=0)
     rollout_gpus: int = Field(0, ge=0)    # server placement only
     tensor_parallel_size: int = Field(1, ge=1)
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    # vLLM's share of each of its GPUs. None: 0.9 on GPUs of its own; colocated, the share the
+    # learner's steady state leaves (weights + AdamW states, after the step's cache is released).
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     max_model_len: int = Field(4096, ge=16)
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
-    # pure: weights, grads and AdamW states in `dtype` (what fits 7B on one GPU);
-    # amp: float32 master weights with autocast to `dtype`.
-    precision: Literal["pure", "amp"] = "pure"
+    # How a bf16 model keeps updates of lr 1e-6 that round-to-nearest would lose (rl/optim.py):
+    # pure: weights, grads and AdamW moments in `dtype`, written with stochastic rounding
+    #       (8 bytes per parameter: what fits a 7B full fine-tune on one 80 GB GPU);
+    # kahan: as pure plus a bf16 compensation buffer (10 bytes, deterministic);
+    # master: `dtype` weights and grads, float32 master weights and moments (16 bytes, exact);
+    # amp: float32 weights with autocast to `dtype` (16 bytes).
+    precision: Literal["pure", "kahan", "master", "amp"] = "pure"
     distributed: Literal["none", "ddp", "zero3", "fsdp"] = "none"
     gradient_checkpointing: bool = True
     lora: LoraSettings | None = None
@@ -75,18 +123,18 @@ class GPUConfig(BaseModel):
                      "are slow and the CPU path is tested in float32)")
             if self.distributed != "none":
                 fail(f"distributed '{self.distributed}' needs GPUs; use 'none' on CPU")
+            if self.learner_gpus > 1:
+                fail(MULTI_GPU_LEARNER)
             return self
         if self.num_gpus < 1:
             fail("device 'cuda' needs num_gpus >= 1")
         if self.learner_gpus < 1:
             fail("learner_gpus must be at least 1 on cuda")
-        if self.dtype == "float16" and self.precision == "pure":
-            fail("pure float16 training overflows; use dtype bfloat16, or precision 'amp'")
-        if self.distributed == "none" and self.learner_gpus > 1:
-            fail(f"learner_gpus={self.learner_gpus} needs distributed 'ddp', 'zero3' or 'fsdp'")
-        if self.distributed != "none" and self.learner_gpus < 2:
-            fail(f"distributed '{self.distributed}' needs learner_gpus >= 2 "
-                 f"(got {self.learner_gpus})")
+        if self.dtype == "float16" and self.precision in ("pure", "kahan", "master"):
+            fail(f"float16 weights with precision '{self.precision}' overflow; use dtype "
+                 "bfloat16, or precision 'amp'")
+        if self.learner_gpus > 1 or self.distributed != "none":
+            fail(MULTI_GPU_LEARNER)
         if self.weight_sync == "lora" and self.lora is None:
             fail("weight_sync 'lora' needs lora settings (the learner must train a LoRA adapter)")
         if self.engine == "hf":
@@ -102,10 +150,6 @@ class GPUConfig(BaseModel):
                  "or launch_server: true")
         if self.server_url is not None and not self.server_url.startswith(("http://", "https://")):
             fail(f"server_url must look like http://HOST:PORT, got {self.server_url!r}")
-        if self.distributed in ("zero3", "fsdp") and self.weight_sync != "none":
-            fail(f"weight sync from a {self.distributed} learner needs the sharded weights "
-                 "gathered on rank 0, which is not implemented; use distributed 'ddp' "
-                 "(a 7B model fits one 80 GB GPU per rank in pure bf16) or weight_sync 'none'")
         tp = self.tensor_parallel_size
         if self.vllm_placement == "colocated":
             if self.rollout_gpus:
@@ -230,6 +274,7 @@ class BatchShape(BaseModel):
     max_prompt_len: int = Field(1024, ge=1)
     max_completion_len: int = Field(1024, ge=1)
     micro_batch_size: int = Field(4, ge=1)
+    logits_chunk_tokens: int = Field(1024, ge=1)  # learner.logits_chunk_tokens
 
     @property
     def seq_len(self) -> int:
@@ -238,30 +283,42 @@ class BatchShape(BaseModel):
 
 # ---- memory estimates ----------------------------------------------------------------------------
 VLLM_RESERVE_GIB = 2.0  # vLLM's activation peak + CUDA graphs + allocator slack: a rough constant
+LEARNER_CONTEXT_GIB = 1.0  # the learner process's CUDA context, cuBLAS workspace, allocator slack
+VLLM_ASLEEP_GIB = 2.0   # a vLLM server asleep at level 1: CUDA context, graphs, buffers it keeps
+DEFAULT_VLLM_UTILIZATION = 0.9  # on GPUs of the server's own
+
+
+def parameter_bytes(gpu: GPUConfig) -> tuple[int, int, int]:
+    """(weight, gradient, optimizer) bytes per trainable parameter of a full fine-tune."""
+    act = _DTYPE_BYTES[gpu.dtype]
+    if act == 4 or gpu.precision == "amp":
+        return 4, 4, 8
+    return act, act, {"pure": 2 * act, "kahan": 3 * act, "master": 12}[gpu.precision]
 
 
 def learner_memory(gpu: GPUConfig, m: ModelShape, batch: BatchShape) -> dict[str, float]:
-    """Bytes per learner GPU (GiB in the result).
+    """Bytes on the learner GPU (GiB in the result).
 
-    weights: P x (dtype bytes if pure else 4); with LoRA: base in dtype + adapters in float32.
-    grads / AdamW (2 states): trainable x (dtype bytes if pure else 4) each; torch's AdamW keeps
-    its states in the parameter's dtype. zero3/fsdp divide weights, grads and states by the
-    learner GPU count. Activations per micro-batch of T = micro x (prompt + completion) tokens:
-    one layer's saved tensors ~ T x (6h + 2 kv_dim + 4 I) values (SDPA/flash attention, no
-    T^2 term); with gradient checkpointing L layer inputs (T x h) plus one layer; without, L
-    layers. Logits: T x V x (act bytes + 12) — the learner upcasts logits to float32, takes
-    log_softmax and an entropy product, three float32 copies.
+    Full fine-tune, per parameter (`parameter_bytes`): pure bf16 2 + 2 grad + 4 (two moments,
+    stochastic rounding); kahan + 2 (compensation); master 2 + 2 + 12 (float32 master and
+    moments); amp or float32 4 + 4 + 8. LoRA: the frozen base in dtype (float32 under amp),
+    adapters, their grads and moments in float32. Activations per micro-batch of
+    T = micro x (prompt + completion) tokens: one layer's saved tensors ~ T x (6h + 2 kv_dim +
+    4 I) values (SDPA/flash attention, no T^2 term); with gradient checkpointing L layer inputs
+    (T x h) plus one layer; without, L layers. Logits: the output head runs on completion tokens
+    only, in chunks of C = min(logits_chunk_tokens, micro x max_completion_len) rows; a chunk's
+    backward holds C x V x (4 float32 logits + 4 softmax + dtype bytes for the head output and
+    its gradient), plus one V x h head-weight gradient before it is accumulated (full
+    fine-tune).
     """
     P, act = m.num_params(), _DTYPE_BYTES[gpu.dtype]
-    pure = gpu.precision == "pure"
-    wb = act if pure else 4
+    wb, gb, ob = parameter_bytes(gpu)
     if gpu.lora is not None:
         T = m.lora_params(gpu.lora)
-        weights, grads, optim = P * act + T * 4, T * 4, T * 8
+        base = 4 if gpu.precision == "amp" else act
+        weights, grads, optim = P * base + T * 4, T * 4, T * 8
     else:
-        weights, grads, optim = P * wb, P * wb, 2 * P * wb
-    shards = gpu.learner_gpus if gpu.distributed in ("zero3", "fsdp") else 1
-    weights, grads, optim = weights / shards, grads / shards, optim / shards
+        weights, grads, optim = P * wb, P * gb, P * ob
     tokens = batch.micro_batch_size * batch.seq_len
     h, kv, inter = m.hidden_size, m.kv_dim, m.intermediate_size
     layer = tokens * (6 * h + 2 * kv + 4 * inter) * act
@@ -269,24 +326,44 @@ def learner_memory(gpu: GPUConfig, m: ModelShape, batch: BatchShape) -> dict[str
         activations = m.num_layers * tokens * h * act + layer
     else:
         activations = m.num_layers * layer
-    logits = tokens * m.vocab_size * (act + 12)
+    chunk = min(batch.logits_chunk_tokens, batch.micro_batch_size * batch.max_completion_len)
+    logits = chunk * m.vocab_size * (8 + (act if act < 4 else 0))
+    if gpu.lora is None:
+        logits += m.vocab_size * h * gb
     out = {"weights": weights, "grads": grads, "optimizer": optim, "activations": activations,
            "logits": logits}
     out["total"] = sum(out.values())
-    return {k: v / GIB for k, v in out.items()}
+    out = {k: v / GIB for k, v in out.items()}
+    # what stays allocated between steps (grads are freed, the cache released): the colocated
+    # server wakes into the rest
+    out["steady"] = out["weights"] + out["optimizer"]
+    return out
 
 
-def rollout_memory(gpu: GPUConfig, m: ModelShape) -> dict[str, float]:
+def vllm_utilization(gpu: GPUConfig, learner: dict[str, float] | None) -> float:
+    """vLLM's gpu_memory_utilization: the configured value; else 0.9 on GPUs of its own, and
+    colocated the share the learner's steady state leaves (minus its CUDA context and 1 GiB of
+    slack), rounded down to a hundredth."""
+    if gpu.gpu_memory_utilization is not None:
+        return gpu.gpu_memory_utilization
+    if gpu.vllm_placement != "colocated" or learner is None:
+        return DEFAULT_VLLM_UTILIZATION
+    free = gpu.gpu_memory_gib - learner["steady"] - LEARNER_CONTEXT_GIB - 1.0
+    return max(0.01, math.floor(100 * free / gpu.gpu_memory_gib) / 100)
+
+
+def rollout_memory(gpu: GPUConfig, m: ModelShape, utilization: float | None = None) -> dict[str, float]:
     """Per vLLM GPU (GiB): weights P x dtype / tp; KV cache = utilization x GPU memory - weights -
     a fixed reserve; KV bytes per token per GPU = 2 (k, v) x L x ceil(kv_heads / tp) x head_dim x
     dtype bytes; how many tokens and full-length sequences the cache holds."""
     tp, b = gpu.tensor_parallel_size, _DTYPE_BYTES[gpu.dtype]
     weights = m.num_params() * b / tp / GIB
-    budget = gpu.gpu_memory_utilization * gpu.gpu_memory_gib
+    utilization = utilization if utilization is not None else vllm_utilization(gpu, None)
+    budget = utilization * gpu.gpu_memory_gib
     kv_cache = budget - weights - VLLM_RESERVE_GIB
     kv_per_token = 2 * m.num_layers * math.ceil(m.num_kv_heads / tp) * m.head_dim * b
     tokens = max(0.0, kv_cache) * GIB / kv_per_token
-    return {"budget": budget, "weights": weights, "reserve": VLLM_RESERVE_GIB,
+    return {"utilization": utilization, "budget": budget, "weights": weights, "reserve": VLLM_RESERVE_GIB,
             "kv_cache": kv_cache, "kv_bytes_per_token": float(kv_per_token),
             "kv_tokens": float(int(tokens)),
             "max_len_sequences": float(int(tokens // gpu.max_model_len))}
@@ -301,10 +378,12 @@ class Plan:
     memory: dict = field(default_factory=dict)
     fits: bool = True
     notes: list[str] = field(default_factory=list)
+    vllm_memory_utilization: float | None = None  # what a launched server is started with
 
     def to_dict(self) -> dict:
         return {"processes": self.processes, "gpus": self.gpus, "batch": self.batch,
-                "memory": self.memory, "fits": self.fits, "notes": self.notes}
+                "memory": self.memory, "fits": self.fits, "notes": self.notes,
+                "vllm_memory_utilization": self.vllm_memory_utilization}
 
     def render(self) -> str:
         lines = ["processes:"]
@@ -318,10 +397,6 @@ class Plan:
         lines.append(f"fits: {'yes' if self.fits else 'NO'}")
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-_ACCELERATE_FILE = {"none": "single_gpu.yaml", "ddp": "ddp.yaml", "zero3": "zero3.yaml",
-                    "fsdp": "fsdp.yaml"}
 
 
 def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
@@ -349,25 +424,30 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
         rollout_ids = learner_ids
     else:
         rollout_ids = learner_ids
+    lm = learner_memory(gpu, model, batch)
+    util = vllm_utilization(gpu, lm) if gpu.engine == "vllm" else None
+    plan.vllm_memory_utilization = util
     # processes
     if gpu.engine == "vllm" and gpu.vllm_placement == "server":
         if gpu.launch_server:
             plan.processes.append({"name": "vllm-server", "gpus": rollout_ids,
                                    "what": f"`selfplay vllm-serve` from $SELFPLAY_VLLM_VENV, "
-                                           f"tp={tp}, gpu_memory_utilization="
-                                           f"{gpu.gpu_memory_utilization}"})
+                                           f"tp={tp}, gpu_memory_utilization={util}"})
         else:
             plan.processes.append({"name": "vllm-server", "gpus": rollout_ids,
                                    "what": f"already running at {gpu.server_url} (not started)"})
     elif gpu.engine == "vllm":
+        started = ("started by the run" if gpu.launch_server else
+                   f"already running at {gpu.server_url}, started")
         plan.processes.append({"name": "vllm-server", "gpus": rollout_ids,
-                               "what": "colocated on the learner GPUs with --enable-sleep-mode; "
-                                       "sleeps during learner steps"})
+                               "what": f"colocated on the learner's GPU, {started} with "
+                                       f"--enable-sleep-mode, gpu_memory_utilization={util}; "
+                                       "sleeps (level 1) during each learner step, then wakes "
+                                       "weights -> weight sync -> KV cache"})
     if gpu.device == "cuda":
-        launcher = (f"accelerate launch --config_file configs/accelerate/"
-                    f"{_ACCELERATE_FILE[gpu.distributed]} --num_processes {gpu.learner_gpus}")
         plan.processes.append({"name": "learner", "gpus": learner_ids,
-                               "what": f"{gpu.learner_gpus} rank(s) via `{launcher}`"})
+                               "what": "in the run's process on one GPU (a multi-GPU learner "
+                                       "is not implemented)"})
     else:
         plan.processes.append({"name": "learner", "gpus": [], "what": "one CPU process"})
     if gpu.engine == "hf":
@@ -380,26 +460,23 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
                  if gpu.device == "cuda" else 0}
     # batch shapes
     rollouts = batch.prompts_per_step * batch.samples_per_prompt
-    ranks = max(1, gpu.learner_gpus) if gpu.device == "cuda" else 1
-    per_rank = math.ceil(rollouts / ranks)
-    micro = math.ceil(per_rank / batch.micro_batch_size)
-    plan.batch = {"rollouts_per_step": rollouts, "rollouts_per_learner_gpu": per_rank,
+    micro = math.ceil(rollouts / batch.micro_batch_size)
+    plan.batch = {"rollouts_per_step": rollouts, "rollouts_per_learner_gpu": rollouts,
                   "micro_batches_per_gpu": micro,
                   "micro_batch": f"{batch.micro_batch_size} x {batch.seq_len} tokens",
                   "tokens_per_step_max": rollouts * batch.seq_len,
                   "generation_requests": f"{batch.prompts_per_step} prompts x n="
                                          f"{batch.samples_per_prompt}"}
-    if rollouts % ranks:
-        plan.notes.append(f"{rollouts} rollouts do not split evenly over {ranks} learner GPUs")
     # memory
-    lm = learner_memory(gpu, model, batch)
     plan.memory["learner"] = lm
-    if gpu.device == "cuda" and lm["total"] > gpu.gpu_memory_gib:
+    if gpu.device == "cuda" and lm["total"] + LEARNER_CONTEXT_GIB > gpu.gpu_memory_gib:
         plan.fits = False
-        plan.notes.append(f"learner needs ~{lm['total']:.1f} GiB per GPU > {gpu.gpu_memory_gib} GiB: "
-                          "enable gradient checkpointing, LoRA, a smaller micro batch, or zero3")
+        plan.notes.append(f"learner needs ~{lm['total'] + LEARNER_CONTEXT_GIB:.1f} GiB (with "
+                          f"{LEARNER_CONTEXT_GIB:.0f} GiB of CUDA context) > {gpu.gpu_memory_gib} "
+                          "GiB: enable gradient checkpointing, precision 'pure', LoRA, or a "
+                          "smaller micro batch")
     if gpu.engine == "vllm":
-        rm = rollout_memory(gpu, model)
+        rm = rollout_memory(gpu, model, util)
         plan.memory["rollout"] = rm
         if rm["kv_cache"] <= 0:
             plan.fits = False
@@ -410,15 +487,7 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
             plan.notes.append(f"vLLM KV cache holds {int(rm['kv_tokens'])} tokens, less than one "
                               f"max_model_len={gpu.max_model_len} sequence")
         if gpu.vllm_placement == "colocated":
-            resident = lm["weights"] + lm["optimizer"]
-            need = resident + rm["budget"]
-            plan.memory["colocated_generation_peak"] = {"learner_resident": resident,
-                                                        "vllm_budget": rm["budget"], "total": need}
-            if need > gpu.gpu_memory_gib:
-                plan.fits = False
-                plan.notes.append(f"colocated: learner weights + AdamW states ({resident:.1f} GiB) "
-                                  f"+ vLLM's share ({rm['budget']:.1f} GiB) exceed "
-                                  f"{gpu.gpu_memory_gib} GiB: lower gpu_memory_utilization")
+            _check_colocated(plan, gpu, lm, rm)
         if gpu.weight_sync in ("auto", "filesystem"):
             plan.notes.append("weight sync: NCCL when trl+vllm import in the learner, else a "
                               f"checkpoint write + reload (~{model.num_params() * 2 / GIB:.1f} GiB "
@@ -426,3 +495,25 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
                               f"weight sync: checkpoint write + reload "
                               f"(~{model.num_params() * 2 / GIB:.1f} GiB per update)")
     return plan
+
+
+def _check_colocated(plan: Plan, gpu: GPUConfig, lm: dict, rm: dict) -> None:
+    """One GPU, two phases. Generating: the learner's steady state (weights + AdamW states; its
+    gradients freed and its cache released after the step) beside vLLM's share. Stepping: the
+    learner's peak beside a server asleep at level 1 (weights in CPU memory, KV cache freed)."""
+    awake = lm["steady"] + LEARNER_CONTEXT_GIB + rm["budget"]
+    stepping = lm["total"] + LEARNER_CONTEXT_GIB + VLLM_ASLEEP_GIB
+    plan.memory["colocated"] = {"generating": awake, "learner_step": stepping,
+                                "learner_steady": lm["steady"], "vllm_budget": rm["budget"],
+                                "vllm_asleep": VLLM_ASLEEP_GIB}
+    if awake > gpu.gpu_memory_gib:
+        plan.fits = False
+        plan.notes.append(f"colocated: learner weights + AdamW states ({lm['steady']:.1f} GiB) "
+                          f"+ vLLM's share ({rm['budget']:.1f} GiB) exceed "
+                          f"{gpu.gpu_memory_gib} GiB: lower gpu_memory_utilization (or leave it "
+                          "unset: the plan sizes it)")
+    if stepping > gpu.gpu_memory_gib:
+        plan.fits = False
+        plan.notes.append(f"colocated: the learner step (~{lm['total']:.1f} GiB) beside a "
+                          f"sleeping vLLM server ({VLLM_ASLEEP_GIB} GiB) exceeds "
+                          f"{gpu.gpu_memory_gib} GiB")

@@ -53,16 +53,22 @@ class HFEngine:
         self.max_length = max_length or getattr(self.model.config, "max_position_embeddings", None) or 4096
 
     # -- weights ---------------------------------------------------------------------------------
-    def load_weights(self, state_dict: Mapping[str, "torch.Tensor"]) -> None:  # noqa: F821
-        """Copy new weights in place (no reload from disk); keys must match the model's."""
+    def load_weights(self, state_dict) -> None:
+        """Copy new weights in place (no reload from disk); keys must match the model's. Takes a
+        mapping or an iterable of (name, tensor) pairs, consumed one pair at a time (a LoRA
+        model's merged tensors are made as they are asked for)."""
         import torch
 
         own = self.model.state_dict()
-        unknown = set(state_dict) - set(own)
-        if unknown:
-            raise InvalidRequest(f"unknown weight names: {sorted(unknown)[:5]}")
+        if isinstance(state_dict, Mapping):
+            unknown = set(state_dict) - set(own)
+            if unknown:
+                raise InvalidRequest(f"unknown weight names: {sorted(unknown)[:5]}")
+        pairs = state_dict.items() if isinstance(state_dict, Mapping) else state_dict
         with torch.no_grad():
-            for name, value in state_dict.items():
+            for name, value in pairs:
+                if name not in own:
+                    raise InvalidRequest(f"unknown weight name: {name}")
                 if own[name].shape != value.shape:
                     raise InvalidRequest(f"weight {name}: shape {tuple(value.shape)} != {tuple(own[name].shape)}")
                 own[name].copy_(value.to(own[name].device, own[name].dtype))

@@ -98,8 +98,9 @@ def _module_available(name: str) -> bool:
 def iter_sync_tensors(model) -> Iterator[tuple[str, Any]]:
     """(name, tensor) pairs under the names vLLM loads from a HF checkpoint.
 
-    A peft model is merged for the duration of the iteration (and unmerged after), its adapter
-    tensors skipped and `base_layer.` / `modules_to_save.default.` dropped from the names.
+    A peft model yields each adapted weight merged out of place, one fresh tensor at a time
+    (engines.lora.merged_tensors: the frozen base is never written), adapter tensors skipped and
+    `base_layer.` / `modules_to_save.default.` dropped from the names.
     Sharded parameters (DeepSpeed ZeRO-3, FSDP DTensors) are refused: they must be gathered on
     one rank first, which this module does not do.
     """
@@ -114,15 +115,11 @@ def iter_sync_tensors(model) -> Iterator[tuple[str, Any]]:
             check(name, p)
             yield name, p.data
         return
-    model.merge_adapter()
-    try:
-        for name, p in model.get_base_model().named_parameters():
-            if "lora_" in name or ".original_module." in name:
-                continue
-            check(name, p)
-            yield name.replace(".base_layer.", ".").replace(".modules_to_save.default.", "."), p.data
-    finally:
-        model.unmerge_adapter()
+    from selfplay_core.engines.lora import merged_tensors
+
+    for name, p in model.get_base_model().named_parameters():
+        check(name, p)
+    yield from merged_tensors(model)
 
 
 def _run_bounded(fn, timeout_s: float, what: str):
@@ -419,15 +416,25 @@ class VLLMEngine:
 
     def _sync_nccl(self, model) -> dict:
         client = self._client()
-        tensors = list(iter_sync_tensors(model)) if not _is_peft(model) else None
+        if _is_peft(model):  # merged tensors are made one at a time as the client sends them
+            from selfplay_core.engines.lora import merged_tensor_specs
+
+            specs = [(n, d, list(s)) for n, d, s in merged_tensor_specs(model)]
+        else:
+            specs = [(n, t.dtype, list(t.shape)) for n, t in iter_sync_tensors(model)]
 
         def push():
-            pairs = tensors if tensors is not None else list(
-                (n, t.clone()) for n, t in iter_sync_tensors(model))
-            meta = [(n, str(t.dtype).removeprefix("torch."), list(t.shape)) for n, t in pairs]
+            meta = [(n, str(d).removeprefix("torch."), s) for n, d, s in specs]
+            sent = [0]
+
+            def stream():
+                for n, t in iter_sync_tensors(model):
+                    sent[0] += t.numel() * t.element_size()
+                    yield n, t
+
             with client.weight_update():
-                client.update_named_params(meta, iter(pairs))
-            return sum(t.numel() * t.element_size() for _, t in pairs)
+                client.update_named_params(meta, stream())
+            return sent[0]
 
         n_bytes = _run_bounded(push, self.config.sync_timeout_s, "NCCL weight update")
         self.reset_prefix_cache()

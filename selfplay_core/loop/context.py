@@ -19,7 +19,8 @@ from selfplay_core.checkpoints import (Checkpoint, resolve_checkpoint, restore_r
 from selfplay_core.engines.vllm import iter_sync_tensors
 from selfplay_core.loop import engine_setup as E
 from selfplay_core.loop.worlds import World, build_world, select_goalposts
-from selfplay_core.rl.gpu import make_accelerator, prepare_for
+from selfplay_core.engines.gpu_config import refuse_distributed_launch
+from selfplay_core.rl.gpu import low_precision_rounding, make_accelerator, prepare_for
 from selfplay_core.rl.learner import Learner
 from selfplay_core.run_context import RunContext
 from selfplay_core.sandbox import Executor
@@ -48,19 +49,28 @@ def starting_weights(cfg, run_dir: Path, state: RunState) -> Path:
     return resolve_model_dir(cfg)
 
 
+def _learner_setup(cfg, policy):
+    """The model to train and the Learner's keyword arguments, from the GPU plan: dtype,
+    precision, gradient checkpointing and LoRA of the model, its Accelerator, how AdamW stores
+    bf16 updates, and whether each step releases the CUDA cache for a colocated vLLM server."""
+    if cfg.gpu is None:
+        return policy, {"low_precision": low_precision_rounding(None)}
+    colocated = cfg.engine.backend == "vllm" and cfg.gpu.vllm_placement == "colocated"
+    return prepare_for(policy, cfg.gpu), {"accelerator": make_accelerator(cfg.gpu),
+                                          "low_precision": low_precision_rounding(cfg.gpu),
+                                          "release_cuda_cache": colocated}
+
+
 def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
     """The policy (with the GPU plan's precision, gradient checkpointing and LoRA) and its
     learner; on resume the optimizer state and the torch RNG states of the checkpoint."""
     policy = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, cfg.model.dtype))
-    accelerator = None
-    if cfg.gpu is not None:
-        policy, accelerator = prepare_for(policy, cfg.gpu), make_accelerator(cfg.gpu)
+    policy, setup = _learner_setup(cfg, policy)
     ref = None
     if cfg.learner.needs_reference:  # the KL anchor: the starting weights, also on resume
         ref = AutoModelForCausalLM.from_pretrained(str(resolve_model_dir(cfg)),
                                                    dtype=getattr(torch, cfg.model.dtype))
-    learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), accelerator=accelerator,
-                      ref_model=ref)
+    learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), ref_model=ref, **setup)
     trainer_state = model_dir / "trainer_state.pt"
     if resume and trainer_state.exists():
         saved = torch.load(trainer_state, weights_only=False)
@@ -74,7 +84,7 @@ def hf_push(engine):
     learner's merged tensors, under the base model's names)."""
     def push(model) -> dict:
         if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
-            engine.load_weights({n: t for n, t in iter_sync_tensors(model)})
+            engine.load_weights(iter_sync_tensors(model))  # one merged tensor at a time
         else:
             engine.load_weights(model.state_dict())
         return {}
@@ -107,6 +117,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
                   model_dir: str | Path | None = None) -> RunContext:
     """Everything a run needs, from its config: a fresh run, or (with a state that has a
     checkpoint) the continuation of one. `executor`: use this one (the caller closes it)."""
+    refuse_distributed_launch()  # one process runs the loop; every rank would otherwise
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = state or RunState()
@@ -118,6 +129,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
     model_dir = Path(model_dir) if model_dir else starting_weights(cfg, run_dir, state)
     resume = bool(state.last_checkpoint)
     closers: list = []
+    turn = None
     try:
         engine = None
         if cfg.engine.backend == "vllm":
@@ -133,6 +145,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
             closers.append(vllm.close)
             engine = vllm.engine
             push = lambda model: vllm.push(model, tokenizer)  # noqa: E731
+            turn = vllm.learner_turn
         else:
             push = hf_push(engine)
         if executor is None:
@@ -150,7 +163,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
                       tokenizer=tokenizer, model_dir=model_dir, world=world,
                       eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
                       goalposts=goalposts, fidelity_fn=world.fidelity_fn,
-                      decontaminator=world.decontaminator, push=push, closers=closers)
+                      decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
 
 
 def save_checkpoint(ctx: RunContext, iteration: int) -> Checkpoint:

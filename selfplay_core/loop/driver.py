@@ -33,7 +33,7 @@ from selfplay_core.state import RunState, StateError, load_state, save_state
 from selfplay_core.storage import StorageUnavailable
 from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
 from selfplay_core.tracking import lineage
-from selfplay_core.tracking.plots import goalpost_heatmap
+from selfplay_core.tracking.plots import goalpost_groups, goalpost_heatmap
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,9 @@ def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path, resuming: 
         tracker.log_metrics(metrics, step=step)
     if st.goalpost_rows:
         goalpost_heatmap(st.goalpost_rows, st.goalpost_labels, st.goalpost_ids, heatmap,
-                         title=f"{ctx.config.method.name} seed {ctx.config.seed}: goalposts solved")
+                         title=f"{ctx.config.method.name} seed {ctx.config.seed}: goalposts solved",
+                         groups=goalpost_groups(ctx.goalposts), k=ctx.config.eval.goalpost_k,
+                         iterations=ctx.config.iterations)
         tracker.log_artifact(str(heatmap), "plots")
         # The matrix itself, so runs can be compared (union over seeds) without their state.
         tracker.log_text(json.dumps({"goalposts": st.goalpost_ids, "checkpoints": st.goalpost_labels,

@@ -12,16 +12,24 @@ starts, and handed new weights after every learner update.
   else a checkpoint written into the served folder and a `reload_weights` call (`filesystem`),
   or a LoRA adapter (`lora`) — `gpu.weight_sync` picks, `auto` by that order. On resume the
   server first receives the checkpoint's weights.
+* colocated (`gpu.vllm_placement: colocated`, one GPU): the server runs on the learner's GPU
+  with `--enable-sleep-mode` and the share of memory the plan sized for the learner's steady
+  state. For each update it sleeps (level 1: weights to CPU memory, KV cache freed), the learner
+  steps and releases its CUDA cache, then the server wakes its weights, receives the new ones,
+  and only then re-allocates its KV cache (`VLLMSetup.learner_turn` + `push`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from selfplay_core.engines.errors import EngineError
+from selfplay_core.engines.gpu_config import vllm_lora_rank
 from selfplay_core.engines.hf import HFEngine
 from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig, _is_peft, write_checkpoint
 from selfplay_core.engines.vllm_server import ServeOptions, VLLMLaunchError, launch
@@ -94,9 +102,8 @@ class VLLMSetup:
 
     def __init__(self, cfg, policy, tokenizer, run_dir: Path, model_dir: Path, resume: bool):
         self.server = None
-        if cfg.gpu is not None and cfg.gpu.vllm_placement == "colocated":
-            raise EngineSetupError("gpu.vllm_placement 'colocated' (sleep/wake around learner "
-                                   "steps) is not driven by the loop yet: use 'server' placement")
+        self.colocated = cfg.gpu is not None and cfg.gpu.vllm_placement == "colocated"
+        self.asleep = False
         mode = sync_mode(cfg, peft=_is_peft(policy))
         served = cfg.engine.served_model_dir
         if launches_server(cfg) and mode == "filesystem" and not served:
@@ -130,25 +137,47 @@ class VLLMSetup:
 
     @staticmethod
     def _launch(cfg, model: str, mode: str, run_dir: Path):
-        gpu = cfg.gpu
-        url = urlsplit(cfg.engine.vllm_url)
-        plan = cfg.resolved_plan()
-        rollout = plan.gpus.get("rollout") if plan is not None else None
-        opts = ServeOptions(model=model, host=url.hostname or "127.0.0.1", port=url.port or 8000,
-                            gpus=",".join(map(str, rollout)) if rollout else None,
-                            tensor_parallel_size=gpu.tensor_parallel_size,
-                            gpu_memory_utilization=gpu.gpu_memory_utilization,
-                            max_model_len=gpu.max_model_len, dtype=gpu.dtype, weight_sync=mode,
-                            max_lora_rank=gpu.lora.r if gpu.lora else 16, seed=cfg.seed)
         try:
-            return launch(opts, wait_timeout_s=cfg.engine.server_wait_s,
+            return launch(serve_options(cfg, model, mode), wait_timeout_s=cfg.engine.server_wait_s,
                           log_path=run_dir / "vllm-server.log")
         except VLLMLaunchError as e:
             raise EngineSetupError(f"gpu.launch_server: {e}") from None
 
+    @contextmanager
+    def learner_turn(self):
+        """Around the learner's update: a colocated server sleeps (level 1) so the step has the
+        GPU; `push` wakes it. A step that fails wakes it fully, so the server stays usable."""
+        if not self.colocated:
+            yield
+            return
+        self.engine.sleep(level=1)
+        self.asleep = True
+        try:
+            yield
+        except BaseException:
+            self.engine.wake_up()
+            self.asleep = False
+            raise
+
     def push(self, model, tokenizer) -> dict:
-        info = self.engine.sync_weights(model, tokenizer=tokenizer)
-        return {"engine/weight_sync_s": float(info["seconds"]),
+        """New weights to the server. Colocated and asleep: wake the weights first (the sync
+        writes into them), then the KV cache, so the cache is re-allocated only after the
+        learner's memory is back to its steady state."""
+        out = {}
+        waking = self.asleep
+        if waking:
+            t0 = time.perf_counter()
+            self.engine.wake_up(tags=["weights"])
+            out["engine/wake_weights_s"] = time.perf_counter() - t0
+        try:
+            info = self.engine.sync_weights(model, tokenizer=tokenizer)
+        finally:
+            if waking:
+                t0 = time.perf_counter()
+                self.engine.wake_up(tags=["kv_cache"])
+                out["engine/wake_kv_cache_s"] = time.perf_counter() - t0
+                self.asleep = False
+        return {**out, "engine/weight_sync_s": float(info["seconds"]),
                 "engine/weight_version": float(info["version"])}
 
     def close(self) -> None:
@@ -158,6 +187,22 @@ class VLLMSetup:
             if self.server is not None:
                 self.server.stop()
                 self.server = None
+
+
+def serve_options(cfg, model: str, mode: str):
+    """The `selfplay vllm-serve` options of a server the run launches: the plan's rollout GPUs
+    (the learner's, colocated, with sleep mode) and memory share, a LoRA rank vLLM accepts."""
+    gpu = cfg.gpu
+    url = urlsplit(cfg.engine.vllm_url)
+    plan = cfg.resolved_plan()
+    rollout = plan.gpus.get("rollout") if plan is not None else None
+    return ServeOptions(model=model, host=url.hostname or "127.0.0.1", port=url.port or 8000,
+                        gpus=",".join(map(str, rollout)) if rollout else None,
+                        tensor_parallel_size=gpu.tensor_parallel_size,
+                        gpu_memory_utilization=plan.vllm_memory_utilization,
+                        max_model_len=gpu.max_model_len, dtype=gpu.dtype, weight_sync=mode,
+                        max_lora_rank=vllm_lora_rank(gpu.lora.r) if gpu.lora else 16,
+                        enable_sleep_mode=gpu.vllm_placement == "colocated", seed=cfg.seed)
 
 
 def context_length(cfg, engine, model_dir: Path) -> int | None:

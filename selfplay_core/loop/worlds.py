@@ -350,6 +350,8 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
         if data is None:
             sp = SamplingParams(temperature=cfg.engine.temperature, top_p=cfg.engine.top_p,
                                 max_new_tokens=cfg.engine.max_new_tokens_student, seed=w.seed)
+            log.info("goalpost mining (%s): %d candidates, pass@%d = 0 wanted (first run from this "
+                     "model; cached in %s)", rule, len(pool), w.goalpost_k, cache.parent)
             solver = engine_solver(engine, executor, sp)
             say = lambda m: log.info("goalpost mining: %s", m)  # noqa: E731
             if rule == "frontier":

@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict
 from selfplay_core import stages as S
 from selfplay_core.records import IterationLog, Proposal
 from selfplay_core.rl.advantages import ESTIMATORS
-from selfplay_core.rl.learner import Rollout
+from selfplay_core.rl.rollout import Rollout
 
 EstimatorName = Literal[tuple(ESTIMATORS)]  # type: ignore[valid-type]
 

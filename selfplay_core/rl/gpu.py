@@ -1,15 +1,19 @@
-"""Prepare a model and an Accelerator for the shared learner on GPUs: dtype, gradient
-checkpointing, optional LoRA (peft). The learner itself is unchanged; this only decides what it
-is handed. Multi-GPU layouts come from `accelerate launch --config_file configs/accelerate/...`.
+"""Prepare a model, its optimizer's rounding and an Accelerator for the shared learner on a GPU:
+dtype, precision, gradient checkpointing, optional LoRA (peft). The learner itself is unchanged;
+this only decides what it is handed. The learner is one process on one GPU (GPUConfig refuses
+more, and a run started under a distributed launcher stops at once: see
+`engines.gpu_config.refuse_distributed_launch`).
 
-- dtype / precision: "pure" casts the weights to the dtype (bf16 weights, grads and AdamW states:
-  8 bytes per parameter, what lets a 7B model train on one 80 GB GPU); "amp" keeps float32 master
-  weights and lets accelerate autocast matmuls to the dtype (16 bytes per parameter, more exact).
+- precision (engines.gpu_config.GPUConfig): "pure", "kahan" and "master" keep the weights in
+  `dtype` (bf16) and differ in how AdamW stores updates the bf16 grid would round away at lr 1e-6
+  (rl/optim.py: stochastic rounding, a Kahan compensation buffer, float32 master weights);
+  "amp" keeps float32 weights and lets accelerate autocast matmuls to `dtype`.
 - gradient checkpointing: recompute each layer's activations in the backward pass (~1/3 more
   compute, activations drop from L layers to L layer inputs + one layer). Non-reentrant, so it
   works when the inputs of checkpointed blocks need no grad (frozen embeddings under LoRA).
-- LoRA: peft adapters on the projections; the base is frozen, only adapters reach AdamW. peft keeps
-  adapters in float32 even on a bf16 base.
+- LoRA: peft adapters on the projections; the base is frozen, only adapters reach AdamW. peft
+  creates the adapters in float32 on a bf16 base (autocast_adapter_dtype), so their updates are
+  exact with torch's AdamW.
 """
 
 from __future__ import annotations
@@ -19,15 +23,20 @@ import torch
 from selfplay_core.engines.gpu_config import GPUConfig, LoraSettings
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+# how LowPrecisionAdamW stores updates of bf16 parameters, by GPUConfig.precision
+_ROUNDING = {"pure": "stochastic", "kahan": "kahan", "master": "master", "amp": "stochastic"}
+def low_precision_rounding(gpu: GPUConfig | None) -> str:
+    """The rl.optim rounding for bf16 parameters under this GPU config (stochastic without one)."""
+    return _ROUNDING[gpu.precision] if gpu is not None else "stochastic"
 
 
 def prepare_model(model, *, dtype: str = "float32", precision: str = "pure",
                   gradient_checkpointing: bool = False, lora: LoraSettings | None = None):
     """Return the model to hand to `Learner` (the same object, or a peft wrapper of it)."""
-    if precision == "pure":
-        model = model.to(_DTYPES[dtype])
-    else:
+    if precision == "amp":
         model = model.to(torch.float32)
+    else:
+        model = model.to(_DTYPES[dtype])
     if gradient_checkpointing:
         kwargs = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 name
@@ -43,7 +52,8 @@ def prepare_model(model, *, dtype: str = "float32", precision: str = "pure",
         model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha,
                                                  lora_dropout=lora.dropout,
                                                  target_modules=list(lora.target_modules),
-                                                 task_type="CAUSAL_LM"))
+                                                 task_type="CAUSAL_LM"),
+                               autocast_adapter_dtype=True)
     return model
 
 
@@ -54,8 +64,7 @@ def prepare_for(model, gpu: GPUConfig):
 
 
 def make_accelerator(gpu: GPUConfig):
-    """An Accelerator for the learner: autocast only in "amp" precision. Under `accelerate
-    launch` the distributed layout (DDP, ZeRO-3, FSDP) comes from the launch config file."""
+    """An Accelerator for the learner: autocast only in "amp" precision."""
     from accelerate import Accelerator
 
     mixed = "no"

@@ -12,76 +12,16 @@ its config files), not from this module.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-
-class LearnerConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    lr: float = Field(1e-6, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    clip_eps: float = Field(0.2, gt=0)              # PPO ratio clip (AZR: 0.2)
-    clip_eps_high: float | None = None              # asymmetric upper clip (DAPO), default = clip_eps
-    kl_coef: float = Field(0.0, ge=0)               # 0: no reference model is needed
-    entropy_coef: float = Field(0.0, ge=0)
-    max_grad_norm: float = Field(1.0, gt=0)
-    micro_batch_size: int = Field(8, ge=1)          # rollouts per forward/backward
-    # token_mean: every token of the batch weighs the same (DAPO / TRL default);
-    # seq_mean: average per sequence, then over sequences (original GRPO);
-    # seq_sum_norm: token sum / (n_seqs * max_completion_len) (Dr. GRPO, length-unbiased).
-    # role_token_mean: token mean within each role (teacher, student), then the mean over the
-    # roles present, so a role does not weigh more because its completions are longer (a
-    # teacher's proposal is ~3x a student's answer in the toy world).
-    loss_agg: Literal["token_mean", "seq_mean", "seq_sum_norm", "role_token_mean"] = "token_mean"
-    max_completion_len: int = Field(512, ge=1)      # the constant for seq_sum_norm
-    # Per-role loss multiplier (a role not named weighs 1). One model plays both roles, so each
-    # role's policy gradient also moves the other's behaviour.
-    role_weights: dict[str, float] = Field(default_factory=dict)
-    # Per-role KL coefficient to the frozen starting weights (a role not named gets kl_coef):
-    # e.g. {teacher: 0.1} anchors the teacher's update, so what it learns costs the student less.
-    role_kl: dict[str, float] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _check_weights(self):
-        for name in ("role_weights", "role_kl"):
-            bad = {k: v for k, v in getattr(self, name).items() if not (v >= 0 and math.isfinite(v))}
-            if bad:
-                raise ValueError(f"learner.{name} must be finite and >= 0, got {bad}")
-        return self
-
-    @property
-    def needs_reference(self) -> bool:
-        return self.kl_coef > 0 or any(v > 0 for v in self.role_kl.values())
-
-    def kl_of(self, role: str) -> float:
-        return float(self.role_kl.get(role, self.kl_coef))
-
-
-@dataclass
-class Rollout:
-    """One sampled completion with what the update needs. `old_logprobs` are the sampling
-    policy's per-token logprobs of `completion_ids` (from the engine)."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    old_logprobs: list[float]
-    advantage: float
-    role: str = "student"
-    meta: dict = field(default_factory=dict)
-    temperature: float = 1.0   # the sampling temperature: the learner scores the same policy
-    # Per completion token, 1 = in the loss, 0 = not (e.g. a proposal's program, see
-    # teacher.train_solution); None: every token.
-    loss_mask: list[float] | None = None
-
-    @property
-    def n_loss_tokens(self) -> float:
-        return float(sum(self.loss_mask)) if self.loss_mask is not None else float(len(self.completion_ids))
+# The config lives in a torch-free module so that a config can be validated (and a bad one
+# rejected) without importing torch; re-exported here for existing callers.
+from selfplay_core.rl.config import LearnerConfig  # noqa: F401
+from selfplay_core.rl.head_scores import final_hidden, head_scores, output_head
+from selfplay_core.rl.rollout import Rollout  # torch-free: stages and methods build rollouts
 
 
 def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device, kl=None) -> dict[str, torch.Tensor]:
@@ -106,26 +46,51 @@ def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device, kl=None) -> dic
 
 
 def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = False,
-                   temps: torch.Tensor | None = None):
+                   temps: torch.Tensor | None = None, *, score_mask: torch.Tensor | None = None,
+                   entropy_grad: bool = True, chunk_tokens: int = 1024):
     """Per-position logprob of each token given its prefix (position t scores token t; t=0
     gets 0), and optionally the policy's entropy at each position. `temps` (one per row)
-    scores the temperature-scaled policy the engine sampled from."""
-    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
-    if temps is not None:
-        logits = logits / temps.view(-1, 1, 1)
-    logp_all = F.log_softmax(logits, dim=-1)
-    lp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    lp = F.pad(lp, (1, 0))
+    scores the temperature-scaled policy the engine sampled from.
+
+    Only positions where `score_mask` is 1 are scored (default: every position after the
+    first); the others read 0. Memory is what makes this more than a log_softmax: with a
+    152k vocabulary, full-sequence float32 logits and their log-softmax are the largest tensors
+    of a 7B step. So the model returns its final hidden states (logits for one position only),
+    the output head runs on the scored positions alone, `chunk_tokens` at a time, and under
+    autograd each chunk's logits are recomputed in the backward pass instead of kept. The
+    entropy carries a gradient only with `entropy_grad` (an entropy bonus); otherwise it is a
+    detached metric."""
+    hidden = final_hidden(model, ids, attn)
+    B, W = ids.shape
+    want = (torch.ones_like(ids, dtype=torch.bool) if score_mask is None
+            else score_mask.bool())[:, 1:]
+    h = hidden[:, :-1][want]               # the state before each scored token
+    targets = ids[:, 1:][want]
+    t = torch.ones(B, device=h.device) if temps is None else temps.to(h.device, torch.float32)
+    t = t.view(-1, 1).expand(B, W - 1)[want]
+    lp_sel, ent_sel = head_scores(output_head(model), h, targets, t,
+                                   "grad" if with_entropy and entropy_grad else
+                                   "metric" if with_entropy else None, chunk_tokens)
+    lp = F.pad(torch.zeros((B, W - 1), dtype=lp_sel.dtype, device=h.device).masked_scatter(want, lp_sel), (1, 0))
     ent = None
     if with_entropy:
-        ent = F.pad(-(logp_all.exp() * logp_all).sum(-1), (1, 0))
+        ent = F.pad(torch.zeros((B, W - 1), dtype=ent_sel.dtype, device=h.device)
+                    .masked_scatter(want, ent_sel), (1, 0))
     return lp, ent
 
 
 class Learner:
+    """`low_precision`: how AdamW stores updates in bf16 parameters (rl.optim: "stochastic",
+    "kahan" or "master"; float32 parameters always get plain AdamW). `release_cuda_cache`: hand
+    the allocator's cached blocks back to the driver after each step, for a vLLM server that
+    shares the GPU (colocated placement) and wakes into the memory the step used."""
+
     def __init__(self, model, config: LearnerConfig, *, pad_token_id: int = 0, ref_model=None,
-                 accelerator=None):
+                 accelerator=None, low_precision: str = "stochastic",
+                 release_cuda_cache: bool = False):
         from accelerate import Accelerator
+
+        from selfplay_core.rl.optim import ChangeProbe, make_adamw
 
         if config.needs_reference and ref_model is None:
             raise ValueError("learner.kl_coef / role_kl > 0 needs a frozen reference model (ref_model)")
@@ -133,8 +98,10 @@ class Learner:
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
         # Only trainable parameters reach AdamW (LoRA freezes the base: no states for it).
         trainable = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(trainable, lr=config.lr,
-                                           betas=config.betas, weight_decay=config.weight_decay)
+        self.optimizer = make_adamw(trainable, lr=config.lr, betas=config.betas,
+                                    weight_decay=config.weight_decay, rounding=low_precision)
+        self._probe = ChangeProbe(trainable)
+        self.release_cuda_cache = release_cuda_cache
         self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
         self.ref_model = ref_model.eval() if ref_model is not None else None
         if self.ref_model is not None:
@@ -182,7 +149,10 @@ class Learner:
         for start in range(0, len(rollouts), c.micro_batch_size):
             mb = rollouts[start:start + c.micro_batch_size]
             b = _pad_batch(mb, self.pad_token_id, self.accelerator.device, kl=c.kl_of)
-            lp, ent = token_logprobs(self.model, b["ids"], b["attn"], with_entropy=True, temps=b["temps"])
+            lp, ent = token_logprobs(self.model, b["ids"], b["attn"], with_entropy=True,
+                                     temps=b["temps"], score_mask=b["cmask"],
+                                     entropy_grad=c.entropy_coef > 0,
+                                     chunk_tokens=c.logits_chunk_tokens)
             mask = b["cmask"]
             ratio = torch.exp(lp - b["old"]) * mask
             adv = b["adv"].unsqueeze(1)
@@ -191,7 +161,9 @@ class Learner:
             kl = torch.zeros_like(pg)
             if self.ref_model is not None and bool((b["klw"] > 0).any()):
                 with torch.no_grad():
-                    ref_lp, _ = token_logprobs(self.ref_model, b["ids"], b["attn"], temps=b["temps"])
+                    ref_lp, _ = token_logprobs(self.ref_model, b["ids"], b["attn"], temps=b["temps"],
+                                               score_mask=b["cmask"],
+                                               chunk_tokens=c.logits_chunk_tokens)
                 d = ref_lp - lp
                 kl = torch.exp(d) - d - 1.0  # k3 estimator, >= 0
                 per_tok = per_tok + b["klw"].unsqueeze(1) * kl
@@ -213,8 +185,7 @@ class Learner:
                 sums["ratio"] += float(ratio.sum())
                 n_tok += float(mask.sum())
         grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        update = self._optimizer_step()
         self.steps += 1
         n_tok = max(n_tok, 1.0)
         gn = float(grad_norm)
@@ -228,7 +199,32 @@ class Learner:
             "learner/grad_norm": gn if math.isfinite(gn) else float("nan"),
             "learner/tokens": n_tok,
             "learner/rollouts": float(len(rollouts)),
+            **update,
         }
+
+    def _optimizer_step(self) -> dict[str, float]:
+        """AdamW's step, then what reached the weights: `learner/changed_share` is the share of
+        trainable parameters whose training value (the float32 master where one is kept) the
+        step changed; `learner/update_visibility` (low-precision parameters) the share of the
+        intended float32 update the stored values carry, 1 when nothing was rounded away."""
+        inner = getattr(self.optimizer, "optimizer", self.optimizer)  # accelerate's wrapper
+        exact = hasattr(inner, "last_changed_share")
+        if not exact:
+            self._probe.snapshot()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        out = {"learner/changed_share": inner.last_changed_share if exact
+               else self._probe.changed_share()}
+        if exact:
+            out["learner/update_visibility"] = inner.last_update_visibility
+        self._release_cuda_cache()
+        return out
+
+    def _release_cuda_cache(self) -> None:
+        """Colocated placement: the step's activations and gradients are freed by now; return
+        the allocator's cached blocks so the sleeping vLLM server can wake into them."""
+        if self.release_cuda_cache:
+            empty_cuda_cache()
 
     # ---- state for exact resume -------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -237,3 +233,8 @@ class Learner:
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps = int(state["steps"])
+
+
+def empty_cuda_cache() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

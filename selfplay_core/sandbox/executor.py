@@ -230,7 +230,8 @@ class Executor:
             verdicts.append(SampleVerdict(p.id, s.sample_id, v, tests, o.wall, detail))
         return verdicts
 
-    def run(self, items: Sequence[tuple[Problem, str]], *, rotate: int | None = None) -> list[RunResult]:
+    def run(self, items: Sequence[tuple[Problem, str]], *, rotate: int | None = None,
+            progress: Callable[[int], None] | None = None) -> list[RunResult]:
         """Run reference programs on each problem's inputs and return their raw outputs.
 
         `rotate=r` pins item j to worker (j + r) mod workers. Two calls with different `r` run
@@ -243,7 +244,7 @@ class Executor:
             for j, job in enumerate(jobs):
                 job.worker = j + rotate
         with self._lock:
-            outcomes = self.pool.run(jobs)
+            outcomes = self.pool.run(jobs, on_done=(lambda i, o: progress(1)) if progress else None)
         results = []
         for t, o in zip(trackers, outcomes):
             v, tests, detail = t.finalize(o)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -13,29 +16,183 @@ def _plt():
     return plt
 
 
-def goalpost_heatmap(matrix: Sequence[Sequence[float]], checkpoints: Sequence[str],
-                     goalposts: Sequence[str], path: str | Path, title: str = "Goalposts solved") -> Path:
-    """Checkpoint x goalpost grid: solved (pass@k > 0) in colour, unsolved blank; the value
-    shown is the estimated pass@k. Rows are checkpoints in training order."""
+# Cell categories of the goalpost heatmap, and how each is drawn.
+NOT_EVALUATED, UNSOLVED, SOLVED = 0, 1, 2
+CATEGORY_COLOURS = {NOT_EVALUATED: "#ffffff", UNSOLVED: "#d9d9d9", SOLVED: "#1a9850"}
+UNION = "union"
+
+
+@dataclass
+class HeatmapLayout:
+    """What the goalpost heatmap shows, before any drawing: one row per goalpost (grouped, e.g.
+    by depth), one column per iteration of the timeline plus the union column; `cells` holds
+    NOT_EVALUATED / UNSOLVED / SOLVED, `passes` the passing samples of k where known."""
+
+    row_labels: list[str]
+    groups: list[tuple[str, int, int]]          # (label, first row, row count), in row order
+    col_labels: list[str]                       # checkpoints, then "union"
+    cells: list[list[int]]                      # rows x columns
+    passes: list[list[int | None]]              # rows x columns (None: not evaluated / union)
+    solved_last: int
+    solved_union: int
+    total: int
+
+
+def _step_of(label: str) -> int | None:
+    """The iteration a checkpoint label names ("base" = 0, "iter 12" = 12), else None."""
+    if label == "base":
+        return 0
+    head, _, num = label.partition(" ")
+    return int(num) if head == "iter" and num.isdigit() else None
+
+
+def _short_ids(ids: Sequence[str], width: int = 24) -> list[str]:
+    """Labels without the prefix every id shares up to a '/', cut to `width` characters."""
+    prefix = os.path.commonprefix(list(ids)) if len(ids) > 1 else ""
+    prefix = prefix[:prefix.rfind("/") + 1]
+    out = [i[len(prefix):] or i for i in ids]
+    return [o if len(o) <= width else o[:width - 1] + "…" for o in out]
+
+
+def goalpost_groups(problems) -> list[str]:
+    """A group label per goalpost problem: its depth (toy world), else its difficulty."""
+    out = []
+    for p in problems:
+        meta = getattr(p, "metadata", {}) or {}
+        if meta.get("depth") is not None:
+            out.append(f"depth {meta['depth']}")
+        elif meta.get("difficulty"):
+            out.append(str(meta["difficulty"]))
+        else:
+            out.append("")
+    return out
+
+
+def heatmap_layout(matrix: Sequence[Sequence[float | None]], checkpoints: Sequence[str],
+                   goalposts: Sequence[str], *, groups: Sequence[str] | None = None,
+                   k: int | None = None, iterations: int | None = None,
+                   max_timeline: int = 60) -> HeatmapLayout:
+    """Lay the checkpoint x goalpost pass-rate matrix out for reading: goalposts as rows
+    (grouped, in id order within a group), checkpoints as columns. With `iterations`, and when
+    every label names its iteration, the columns are the whole timeline 0..iterations (at most
+    `max_timeline`), so iterations without a goalpost evaluation, and those still to come, show
+    as not evaluated. A None or NaN rate is not evaluated too; solved = pass rate > 0."""
+    n = len(goalposts)
+    rows = [list(r) for r in matrix]
+    if any(len(r) != n for r in rows) or len(rows) != len(checkpoints):
+        raise ValueError(f"matrix is {len(rows)} x {[len(r) for r in rows][:3]}..., expected "
+                         f"{len(checkpoints)} checkpoints x {n} goalposts")
+    cols: list[str] = list(checkpoints)
+    by_col: list[list | None] = list(rows)
+    steps = [_step_of(c) for c in checkpoints]
+    if iterations is not None and None not in steps and iterations + 1 <= max_timeline:
+        last = max([iterations, *steps])
+        at = dict(zip(steps, rows))
+        cols = [str(s) for s in range(last + 1)]
+        by_col = [at.get(s) for s in range(last + 1)]
+
+    def rate(col, j):
+        v = None if col is None else col[j]
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+    group_of = list(groups) if groups is not None else [""] * n
+    if len(group_of) != n:
+        raise ValueError(f"{len(group_of)} group labels for {n} goalposts")
+    order = sorted(range(n), key=lambda j: (_group_key(group_of[j]), goalposts[j]))
+    cells, passes = [], []
+    for j in order:
+        rates = [rate(col, j) for col in by_col]
+        row = [NOT_EVALUATED if r is None else SOLVED if r > 0 else UNSOLVED for r in rates]
+        row.append(SOLVED if SOLVED in row else UNSOLVED if UNSOLVED in row else NOT_EVALUATED)
+        cells.append(row)
+        passes.append([None if r is None or k is None else int(round(r * k)) for r in rates] + [None])
+    spans: list[tuple[str, int, int]] = []
+    for i, j in enumerate(order):
+        if spans and spans[-1][0] == group_of[j]:
+            spans[-1] = (spans[-1][0], spans[-1][1], spans[-1][2] + 1)
+        else:
+            spans.append((group_of[j], i, 1))
+    evaluated = [c for c, col in enumerate(by_col) if col is not None]
+    solved_last = sum(1 for row in cells if evaluated and row[evaluated[-1]] == SOLVED)
+    return HeatmapLayout(row_labels=_short_ids([goalposts[j] for j in order]), groups=spans,
+                         col_labels=cols + [UNION], cells=cells, passes=passes,
+                         solved_last=solved_last,
+                         solved_union=sum(1 for row in cells if row[-1] == SOLVED), total=n)
+
+
+def _group_key(label: str):
+    """Groups in natural order: 'depth 3' before 'depth 10'."""
+    head, _, num = label.rpartition(" ")
+    return (head, int(num), "") if num.isdigit() else (label, -1, label)
+
+
+def draw_goalpost_heatmap(layout: HeatmapLayout, title: str = "Goalposts solved", k: int | None = None):
+    """The figure for a layout (see `heatmap_layout`): discrete colours with a legend, group
+    bands with labels on the left, the union column set apart on the right."""
     import numpy as np
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
 
     plt = _plt()
-    m = np.asarray(matrix, dtype=float).reshape(len(checkpoints), len(goalposts))
-    w = min(22.0, 2.5 + 0.18 * max(1, len(goalposts)))
-    h = min(14.0, 1.6 + 0.32 * max(1, len(checkpoints)))
-    fig, ax = plt.subplots(figsize=(w, h), dpi=110)
-    shown = np.ma.masked_where(m <= 0, m)
-    im = ax.imshow(shown, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
-    ax.set_facecolor("#f2f2f2")
-    ax.set_yticks(range(len(checkpoints)), labels=list(checkpoints), fontsize=7)
-    step = max(1, len(goalposts) // 60)
-    ax.set_xticks(range(0, len(goalposts), step), labels=list(goalposts)[::step], rotation=90, fontsize=6)
-    ax.set_xlabel("goalpost")
-    ax.set_ylabel("checkpoint")
-    solved = (m > 0).sum(axis=1)
-    ax.set_title(f"{title} (last: {int(solved[-1]) if len(solved) else 0}/{len(goalposts)}; "
-                 f"union: {int((m > 0).any(axis=0).sum())})", fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.025, pad=0.01, label="pass rate over k samples")
+    nr, nc = len(layout.row_labels), len(layout.col_labels)
+    cells = np.asarray(layout.cells, dtype=float).reshape(nr, nc)
+    width = min(24.0, 3.2 + 0.34 * nc + 2.6)
+    height = min(30.0, 1.9 + 0.24 * max(nr, 4))
+    fig, ax = plt.subplots(figsize=(width, height), dpi=110)
+    cmap = ListedColormap([CATEGORY_COLOURS[c] for c in (NOT_EVALUATED, UNSOLVED, SOLVED)])
+    ax.imshow(cells, cmap=cmap, vmin=-0.5, vmax=2.5, aspect="auto", interpolation="nearest")
+    for r in range(nr):  # hatch "not evaluated" so it never reads as a blank "unsolved"
+        for c in range(nc):
+            if layout.cells[r][c] == NOT_EVALUATED:
+                ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="///",
+                                           edgecolor="#c8c8c8", linewidth=0))
+            elif layout.passes[r][c]:
+                ax.text(c, r, str(layout.passes[r][c]), ha="center", va="center", fontsize=7,
+                        color="white", fontweight="bold")
+    # Cell borders, a thick line before the union column and between groups.
+    ax.set_xticks(np.arange(-0.5, nc, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, nr, 1), minor=True)
+    ax.grid(which="minor", color="white", linewidth=1.0)
+    ax.tick_params(which="minor", length=0)
+    ax.axvline(nc - 1.5, color="#333333", linewidth=2.5)
+    for label, first, count in layout.groups[1:]:
+        ax.axhline(first - 0.5, color="#333333", linewidth=1.5)
+    ax.set_xticks(range(nc), labels=layout.col_labels, fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(nr), labels=layout.row_labels, fontsize=8)
+    named = [g for g in layout.groups if g[0]]
+    for label, first, count in named:  # the group's name and union count, left of its rows
+        solved = sum(1 for row in layout.cells[first:first + count] if row[-1] == SOLVED)
+        ax.annotate(f"{label}\n{solved} of {count}\nsolved", xy=(0, first + (count - 1) / 2), xycoords=("axes fraction", "data"),
+                    xytext=(-70, 0), textcoords="offset points", ha="right", va="center",
+                    fontsize=9, fontweight="bold", annotation_clip=False)
+    timeline = layout.col_labels[0] == "0"
+    ax.set_xlabel("iteration (0 = the start checkpoint); union = solved at any checkpoint"
+                  if timeline else "checkpoint; union = solved at any checkpoint", fontsize=9)
+    ax.xaxis.set_label_position("top")
+    solved = ("solved (pass@k > 0)" if k is None
+              else f"solved: at least 1 of {k} samples passes (number = how many)")
+    handles = [Patch(facecolor=CATEGORY_COLOURS[SOLVED], label=solved),
+               Patch(facecolor=CATEGORY_COLOURS[UNSOLVED], label="unsolved: every sample fails"),
+               Patch(facecolor=CATEGORY_COLOURS[NOT_EVALUATED], edgecolor="#999999", hatch="///",
+                     label="not evaluated at this iteration")]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8,
+              frameon=False, borderaxespad=0)
+    ax.set_title(f"{title}\nlast checkpoint: {layout.solved_last} of {layout.total} solved; "
+                 f"union: {layout.solved_union} of {layout.total}", fontsize=10, pad=28)
+    return fig
+
+
+def goalpost_heatmap(matrix: Sequence[Sequence[float | None]], checkpoints: Sequence[str],
+                     goalposts: Sequence[str], path: str | Path, title: str = "Goalposts solved",
+                     *, groups: Sequence[str] | None = None, k: int | None = None,
+                     iterations: int | None = None) -> Path:
+    """The checkpoint x goalpost matrix (rows = checkpoints in training order, values = pass
+    rate over k samples) as a PNG a person reads at a glance: see `heatmap_layout` and
+    `draw_goalpost_heatmap`."""
+    plt = _plt()
+    layout = heatmap_layout(matrix, checkpoints, goalposts, groups=groups, k=k, iterations=iterations)
+    fig = draw_goalpost_heatmap(layout, title=title, k=k)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches="tight")

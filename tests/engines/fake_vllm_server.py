@@ -16,7 +16,8 @@ logprob is derived from its id. Shapes and field names follow vLLM's answers:
   POST /collective_rpc              {"method": "reload_weights"} -> records what is in the folder
   POST /reset_prefix_cache          {"success": true}
   POST /v1/load_lora_adapter        plain text "Success: ..."
-  POST /sleep?level=N, /wake_up     200
+  POST /sleep?level=N, /wake_up     200 (wake_up?tags=weights&tags=kv_cache: repeated keys,
+                                    read like FastAPI's list query parameter; `queries` keeps them)
 
 Scripted mode (loop tests): `FakeVLLM(script=fn, tokenizer=tok)` answers each sample with
 `fn(prompt, k)` (k = the sample's index) instead of characters, and counts tokens with a real
@@ -87,6 +88,7 @@ class FakeVLLM:
         self.served_dir = served_dir
         self.mode = "ok"
         self.requests: list[tuple[str, str, dict | None]] = []
+        self.queries: list[dict[str, list[str]]] = []  # each request's query, parsed as vLLM does
         self.reloads: list[dict] = []
         self.loras: dict[str, str] = {}
         self.sleeping = False
@@ -114,6 +116,7 @@ class FakeVLLM:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 fake.requests.append((method, url.path, body))
+                fake.queries.append(parse_qs(url.query))
                 if fake.mode == "hang":
                     fake._stop.wait(60)
                     return

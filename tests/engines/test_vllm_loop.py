@@ -33,7 +33,7 @@ def free_port() -> int:
 
 
 def loop_sets(model_dir, out_dir, url):
-    return [f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=1",
+    return [f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=1", "updates_per_iteration=1",
             "engine.backend=vllm", f"engine.vllm_url={url}",
             "method.goalposts_per_iteration=2", "method.proposals_per_anchor=2",
             "teacher.rejection_sampling=false",  # the scripted proposals are near-duplicates

@@ -89,3 +89,61 @@ def test_bad_checkpoints_and_parameters_are_one_clear_error(tmp_path):
         CheckpointEvalConfig(n=2, ks=[4])
     with pytest.raises(ValidationError, match="benchmarks"):
         CheckpointEvalConfig(benchmarks=[])
+
+
+def test_a_benchmark_that_does_not_fit_the_checkpoint_is_refused_before_anything_starts(tmp_path, monkeypatch):
+    """HumanEval+ on the toy model: its prompts (the longest measured here with the toy
+    tokenizer) + 1024 new tokens exceed the 512-token window. One InputError, raised before the
+    MLflow run, the engine or any expected output exists (the cache stays empty)."""
+    import json as _json
+
+    from mlflow.tracking import MlflowClient
+    from tokenizers import Tokenizer
+
+    from selfplay_core.datasets.evalplus import load_humanevalplus
+    from selfplay_core.checkpoint_eval import CheckpointEvalConfig, run_checkpoint_eval
+    from selfplay_core.problems import InputError
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    window = _json.loads((ASSET_DIR / "config.json").read_text())["max_position_embeddings"]
+    tok = Tokenizer.from_file(str(ASSET_DIR / "tokenizer.json"))
+    problems, _ = load_humanevalplus()
+    lengths = [len(tok.encode(p.prompt, add_special_tokens=False).ids) for p in problems[:20]]
+    over = sum(1 for n in lengths if n + 1024 > window)
+    assert over == 20  # every one: 1024 new tokens alone exceed the window
+
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg = CheckpointEvalConfig(checkpoint="toy", benchmarks=["toy", "humanevalplus"], n=2, ks=[1, 2],
+                               max_problems=20, out_dir=str(tmp_path / "eval"), mlflow_uri=uri,
+                               run_name="ev", sandbox={"workers": 1})
+    with pytest.raises(InputError) as e:
+        run_checkpoint_eval(cfg)
+    msg = str(e.value)
+    assert msg.startswith(f"humanevalplus: {over} of 20 prompts do not fit checkpoint toy: the "
+                          f"longest is {max(lengths)} tokens, + max_new_tokens 1024 > its context "
+                          f"of {window} tokens (max_new_tokens <= {window - max(lengths)} would fit")
+    assert "leave humanevalplus out" in msg
+    assert not (tmp_path / "cache").exists()
+    assert not (tmp_path / "eval" / "ev" / "toy").exists()  # the toy benchmark did not run first
+    assert MlflowClient(uri).search_experiments(filter_string="name = 'selfplay-eval'") == []
+    # With room for the prompts the same benchmark is accepted by the check.
+    from selfplay_core.checkpoint_eval import check_benchmarks_fit
+    check_benchmarks_fit(cfg.model_copy(update={"max_new_tokens": window - max(lengths)}), ASSET_DIR)
+
+
+def test_expected_output_progress_says_what_it_computes_and_each_quarter():
+    from selfplay_core.checkpoint_eval import expected_output_progress
+
+    lines = []
+    on_compute, progress = expected_output_progress("mbppplus", lines.append)
+    on_compute(10)
+    for _ in range(10):
+        progress(1)
+    assert lines[0].startswith("mbppplus: computing the expected outputs of 10 problems")
+    # Quarters of 10: 2.5, 5, 7.5, 10 -> logged at 3, 5, 8 and 10 done.
+    assert lines[1:] == [f"mbppplus: expected outputs {n}/10" for n in (3, 5, 8, 10)]
+    lines.clear()
+    on_compute, progress = expected_output_progress("mbppplus", lines.append)
+    on_compute(0)  # all cached: nothing to say
+    assert lines == []

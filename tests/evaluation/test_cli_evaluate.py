@@ -132,3 +132,30 @@ def test_model_end_to_end_with_the_hf_engine(tmp_path, capsys, micro_model_dir):
     lines = [json.loads(x) for x in (out / "samples.jsonl").open()]
     assert len(lines) == 6 and all("completion" in x and x["code"] for x in lines)
     assert {x["sample_id"] for x in lines} == {"s0", "s1", "greedy"}
+
+
+def test_model_whose_context_is_too_small_is_refused_before_expected_outputs(tmp_path, capsys, monkeypatch):
+    from selfplay_cli.main import main
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
+    rc = main(["evaluate", "--benchmark", "humanevalplus", "--model", str(ASSET_DIR), "--out",
+               str(tmp_path / "o"), "--ids", "HumanEval/0,HumanEval/1"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("selfplay evaluate: error: humanevalplus: 2 of 2 prompts do not fit checkpoint")
+    assert "max_new_tokens 1024 > its context of 512 tokens" in err and "Traceback" not in err
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "o").exists()
+
+
+def test_unknown_sample_ids_are_refused_before_expected_outputs(tmp_path, capsys, monkeypatch):
+    from selfplay_cli.main import main
+
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
+    s = tmp_path / "s.jsonl"
+    s.write_text('{"problem_id": "HumanEval/0", "sample_id": "0", "code": "pass"}\n'
+                 '{"problem_id": "HumanEval/999", "sample_id": "0", "code": "pass"}\n')
+    rc = main(["evaluate", "--benchmark", "humanevalplus", "--samples", str(s), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "sample #2 (sample_id '0'): field 'problem_id': unknown problem 'HumanEval/999'" in err
+    assert not (tmp_path / "cache").exists()

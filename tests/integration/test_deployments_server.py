@@ -6,6 +6,7 @@ COMPLETED with its MLflow run in the store its parameters named."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -198,3 +199,84 @@ def test_deploy_trigger_and_run_with_a_worker(prefect_server, tmp_path):
     (gp,) = client.search_runs([client.get_experiment_by_name("selfplay-goalposts").experiment_id])
     assert gp.info.status == "FINISHED" and "goalposts/count" in gp.data.metrics
     assert (tmp_path / "out" / "gp" / "goalposts.json").exists()
+
+
+README = REPO / "README.md"
+
+
+def readme_trigger_block() -> str:
+    """The README's shell block that triggers each deployment (the one that exports
+    PREFECT_API_URL)."""
+    blocks = README.read_text().split("```bash\n")[1:]
+    (block,) = [b.split("```", 1)[0] for b in blocks if "prefect deployment run" in b.split("```", 1)[0]]
+    return block
+
+
+async def _flow_runs(api: str, ids: list[str]) -> dict:
+    from prefect.client.orchestration import PrefectClient
+
+    async with PrefectClient(api) as client:
+        out = {}
+        for i in ids:
+            fr = await client.read_flow_run(i)
+            dep = await client.read_deployment(fr.deployment_id)
+            flow = await client.read_flow(dep.flow_id)
+            out[f"{flow.name}/{dep.name}"] = (fr, dep)
+        return out
+
+
+async def _delete_flow_runs(api: str, ids: list[str]) -> None:
+    from prefect.client.orchestration import PrefectClient
+
+    async with PrefectClient(api) as client:
+        for i in ids:
+            await client.delete_flow_run(i)
+
+
+def test_readme_trigger_commands_work_as_written(prefect_server, tmp_path):
+    """The README's trigger block, run by bash in the repository root against a real server:
+    the only change is the server's port (the README names make up's 4200). Every command
+    exits 0 and creates a flow run that the server accepted (it validates parameters against
+    the typed schema); the runs carry the README's parameters. They are deleted afterwards
+    (their execution on the embedded default is what test_deploy_trigger_and_run_with_a_worker
+    shows with smaller parameters; here they would write into the checkout's runs/)."""
+    import re
+
+    api, env = prefect_server["api"], prefect_server["env"]
+    if not asyncio.run(_deployments(api))["deployments"]:
+        out = subprocess.run([sys.executable, "-m", "selfplay_cli.main", "deploy", "--api-url", api],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+    block = readme_trigger_block()
+    assert "export PREFECT_API_URL=http://127.0.0.1:4200/api" in block
+    script = block.replace("http://127.0.0.1:4200/api", api)
+    if not (REPO / ".venv" / "bin" / "activate").exists():  # a suite run from another venv
+        script = script.replace(". .venv/bin/activate", f". {Path(sys.executable).parents[1]}/bin/activate")
+    shell_env = {k: v for k, v in env.items() if k != "PREFECT_API_URL"}  # the block exports it
+    shell_env["PATH"] = "/usr/bin:/bin"  # prefect must come from the venv the block activates
+    t0 = time.monotonic()
+    out = subprocess.run(["bash", "-e", "-c", script], cwd=REPO, env=shell_env, capture_output=True,
+                         text=True, timeout=300)
+    print(f"README trigger block: {time.monotonic() - t0:.1f} s")
+    assert out.returncode == 0, out.stdout + out.stderr
+    ids = re.findall(r"UUID:\s*([0-9a-f-]{36})", out.stdout)
+    commands = [ln for ln in block.splitlines() if ln.startswith("prefect deployment run")]
+    assert len(ids) == len(commands) == 3, out.stdout
+    try:
+        runs = asyncio.run(_flow_runs(api, ids))
+        assert set(runs) == {"selfplay/nightly", "evaluate/checkpoint", "mine_goalposts/toy-world"}
+        # nightly: no --param, so the deployment's own config (the embedded default).
+        fr, dep = runs["selfplay/nightly"]
+        assert fr.parameters == dep.parameters and fr.parameters["config"]["iterations"] == 12
+        assert fr.state.is_scheduled()
+        # The others: exactly the README's JSON (parsed independently of the CLI).
+        for name, key in (("evaluate/checkpoint", "evaluate/checkpoint"),
+                          ("mine_goalposts/toy-world", "mine_goalposts/toy-world")):
+            line = next(c for c in commands if f" {key} " in c + " ")
+            expected = json.loads(line.split("params=", 1)[1].strip().strip("'"))
+            fr, _ = runs[name]
+            assert fr.parameters == {"params": expected}, name
+            assert fr.state.is_scheduled(), name
+    finally:
+        asyncio.run(_delete_flow_runs(api, ids))

@@ -1,0 +1,117 @@
+"""What a finished self-play run prints: the per-iteration table and, in words, how the run went
+against its start checkpoint (held-out pass@k, goalposts). Pure functions of the run's history
+(`RunState.history`: one dict of metrics per step, step 0 = the start checkpoint)."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+# The table's columns, in this order, where the run has them.
+# goalposts/floor: the goalposts k samples of the start model are expected to hit, beside the
+# goalposts solved (an expected count, so printed with decimals).
+TABLE_METRICS = ("eval/all/pass@1", "eval/all/pass@{k}", "goalposts/solved", "goalposts/solved_union",
+                 "goalposts/floor", "goalposts/floor_union",
+                 "student/accepted/reward", "student/real/pass_rate", "teacher/lemma/acceptance",
+                 "teacher/lift/acceptance", "teacher/azr/acceptance")
+# Metrics that count things: printed as integers.
+COUNT_SUFFIXES = ("solved", "solved_union", "total", "tasks", "size", "count")
+LEARNING_STUDY = 'README.md, "Does the loop learn?"'
+
+
+def is_count(metric: str) -> bool:
+    return metric.rsplit("/", 1)[-1] in COUNT_SUFFIXES
+
+
+def largest_k(history: Sequence[dict]) -> int | None:
+    ks = {int(key.rsplit("@", 1)[1]) for h in history for key in h
+          if key.startswith("eval/all/pass@") and key.rsplit("@", 1)[1].isdigit()}
+    ks.discard(1)
+    return max(ks) if ks else None
+
+
+def table_columns(history: Sequence[dict]) -> list[str]:
+    k = largest_k(history)
+    cols = [c.format(k=k) for c in TABLE_METRICS if "{k}" not in c or k is not None]
+    return [c for c in cols if any(c in h for h in history)]
+
+
+def fmt(metric: str, value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if is_count(metric):
+        return str(int(round(value)))
+    return f"{value:.3f}"
+
+
+def metrics_table(history: Sequence[dict], columns: Sequence[str] | None = None) -> str:
+    """One row per step; each column headed by its full metric name, split at its last '/'
+    over two lines (e.g. 'eval/all' above 'pass@1') so that the table stays narrow."""
+    columns = list(columns if columns is not None else table_columns(history))
+    heads = [(c.rsplit("/", 1) if "/" in c else ["", c]) for c in columns]
+    widths = [max(len(a), len(b), 5) for a, b in heads]
+    lines = ["      " + "  ".join(f"{a:>{w}}" for (a, _), w in zip(heads, widths)),
+             "step  " + "  ".join(f"{b:>{w}}" for (_, b), w in zip(heads, widths))]
+    for h in history:
+        lines.append(f"{h['step']:>4}  " + "  ".join(
+            f"{fmt(c, h.get(c)):>{w}}" for c, w in zip(columns, widths)))
+    return "\n".join(lines)
+
+
+def _diff_se(p0: float, p1: float, samples: int) -> float:
+    """Standard error of the difference of two pass rates, each estimated from `samples`
+    draws (binomial; the same problems at both ends, so this is a rough, conservative band)."""
+    return math.sqrt((p0 * (1 - p0) + p1 * (1 - p1)) / samples)
+
+
+def _compare(name: str, start: float, end: float, samples: int | None) -> str:
+    delta = end - start
+    text = f"{name}: {start:.3f} at the start, {end:.3f} at the end ({delta:+.3f})"
+    if samples:
+        band = 2 * _diff_se(start, end, samples)
+        if abs(delta) <= band:
+            return f"{text}: about the same as the start (within sampling noise, ±{band:.3f})."
+        word = "better" if delta > 0 else "worse"
+        return f"{text}: {word} than the start (beyond sampling noise, ±{band:.3f})."
+    return f"{text}: {'higher' if delta > 0 else 'lower' if delta < 0 else 'the same'}."
+
+
+def describe_run(history: Sequence[dict], *, samples_per_eval: int | None = None,
+                 method: str | None = None) -> list[str]:
+    """Sentences on how the run went against its start (step 0): held-out pass@1 and pass@k
+    (with a 2-standard-error band when `samples_per_eval` = problems x samples is known), the
+    best evaluation, goalposts solved at the end and by any checkpoint; then where the README
+    reports what such runs do."""
+    evals = [h for h in history if "eval/all/pass@1" in h]
+    lines = []
+    who = f"{method} run" if method else "run"
+    if len(evals) < 2 or evals[0]["step"] != 0:
+        lines.append(f"How the {who} went: fewer than two held-out evaluations (start and end), "
+                     "nothing to compare.")
+    else:
+        first, last = evals[0], evals[-1]
+        lines.append(f"How the {who} went against its start checkpoint (held-out tasks, "
+                     f"{last['step']} iterations):")
+        lines.append("  " + _compare("held-out pass@1", first["eval/all/pass@1"],
+                                     last["eval/all/pass@1"], samples_per_eval))
+        k = largest_k(history)
+        key = f"eval/all/pass@{k}"
+        if k is not None and key in first and key in last:
+            # pass@k's noise is not binomial in the sample count; give the numbers only.
+            lines.append("  " + _compare(f"held-out pass@{k}", first[key], last[key], None))
+        best = max(evals, key=lambda h: h["eval/all/pass@1"])
+        if best is not last and best["step"] != 0:
+            lines.append(f"  best held-out pass@1: {best['eval/all/pass@1']:.3f} at iteration "
+                         f"{best['step']} (the run keeps its last checkpoint).")
+    gps = [h for h in history if "goalposts/solved" in h]
+    if gps:
+        total = next((int(h["goalposts/total"]) for h in reversed(gps) if "goalposts/total" in h), None)
+        of = f" of {total}" if total else ""
+        start, end = int(gps[0]["goalposts/solved"]), int(gps[-1]["goalposts/solved"])
+        union = int(gps[-1].get("goalposts/solved_union", end))
+        lines.append(f"  goalposts (tasks the start model never solved in k samples): {start}{of} "
+                     f"solved at the start, {end}{of} by the last checkpoint, {union}{of} by any "
+                     "checkpoint (union).")
+    lines.append(f"  What such runs do on the embedded default, measured over seeds, and why: "
+                 f"{LEARNING_STUDY}.")
+    return lines
