@@ -225,6 +225,8 @@ def _print_summary(result: dict, cfg) -> None:
     samples = cfg.eval.n * cfg.eval.max_problems if cfg.eval.max_problems else None
     for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name):
         print(line)
+    for line in run_verdict(state):
+        print(f"verdict: {line}")
     print()
     uri = result["tracking_uri"]
     print(f"MLflow run {result['run_id']} in {uri}")
@@ -234,8 +236,6 @@ def _print_summary(result: dict, cfg) -> None:
     if lineage.exists():
         print(f"curriculum lineage: {lineage}")
     print(f"final checkpoint: {result['checkpoint']}")
-    for line in run_verdict(state):
-        print(f"verdict: {line}")
     if not state.get("finished"):
         print(f"resume with: selfplay run --resume {result['run_dir']}")
 

@@ -24,7 +24,6 @@ from selfplay_core.rl.head_scores import final_hidden, head_scores, output_head
 from selfplay_core.rl.rollout import Rollout  # torch-free: stages and methods build rollouts
 
 
-
 def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device, kl=None) -> dict[str, torch.Tensor]:
     seqs = [r.prompt_ids + r.completion_ids for r in rollouts]
     width = max(len(s) for s in seqs)

@@ -90,8 +90,8 @@ class Echo(Method):
 
 def test_the_base_class_runs_the_hooks_as_stages_in_order():
     """A method written as one small class: rounds in order, each as propose / validate /
-    estimate / score stages, then the student batch (solve_real), its fill (student.fill:
-    replay by default) and the update."""
+    estimate / score stages, then the student batch (solve_real), its fill to the fixed batch
+    size (student.fill, default replay) and the update."""
     seen = []
     method = Echo(EchoConfig(), seen)
     ctx = RunContext(load_config(None))
@@ -106,7 +106,7 @@ def test_the_base_class_runs_the_hooks_as_stages_in_order():
                       "propose_second", "validate_second", "estimate_second", "score_second",
                       "solve_real", "fill_student", "update"]
     assert props == [] and student == []
-    # No proposals and no real tasks: nothing to fill the student batch with.
+    # No proposal and no replay buffer yet: the fill has nothing to add.
     assert log.metrics == {"teacher/first/scored": 1, "teacher/second/scored": 1,
                            "student/batch/own_tasks": 0, "student/fill/tasks": 0}
 
