@@ -57,10 +57,20 @@ def run(args) -> int:
 
         path = bootstrap_toy_model(config=config, force=args.force, out_dir=args.out)
     if args.goalposts:
+        import logging
         import sys
 
         from selfplay_core.loop.worlds import ship_goalposts
 
-        ship_goalposts(path, log=lambda m: print(m, file=sys.stderr))
+        # Mining takes minutes: show its rounds (selfplay_core logs them at INFO).
+        lib = logging.getLogger("selfplay_core.loop.worlds")
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        lib.addHandler(handler)
+        lib.setLevel(logging.INFO)
+        try:
+            ship_goalposts(path, log=lambda m: print(m, file=sys.stderr))
+        finally:
+            lib.removeHandler(handler)
     print(path)
     return 0

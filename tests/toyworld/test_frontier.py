@@ -90,3 +90,25 @@ def test_settings_are_checked():
         FrontierSettings(k=16, screen_k=32)
     with pytest.raises(ValueError):
         FrontierSettings(band=(0.8, 0.2))
+
+
+def test_a_shipped_goalpost_set_is_used_only_for_its_model_pool_and_settings(tmp_path):
+    """`<model>/goalposts.json` (what `selfplay bootstrap --goalposts` writes) replaces mining
+    when its key names the same weights, pool and frontier settings and a k at least as large
+    (no sample of k' >= k solved it, so no k samples did); otherwise the run mines."""
+    import json
+
+    from selfplay_core.loop.worlds import SHIPPED_GOALPOSTS, shipped_goalposts
+
+    key = "c5dfec102bfd2162-w0-k128-frontier-b0.3-0.7-n16-s32"
+    (tmp_path / SHIPPED_GOALPOSTS).write_text(json.dumps({"key": key, "ids": ["a", "b"]}))
+    assert shipped_goalposts(tmp_path, key, None)["ids"] == ["a", "b"]
+    assert shipped_goalposts(tmp_path, key.replace("k128", "k64"), None)["ids"] == ["a", "b"]
+    for other in (key.replace("k128", "k256"),                 # needs more samples than mined
+                  key.replace("c5dfec", "000000"),              # other weights
+                  key.replace("-w0-", "-w1-"),                  # other pool
+                  key.replace("b0.3-0.7", "b0.2-0.8")):         # other band
+        assert shipped_goalposts(tmp_path, other, None) is None, other
+    (tmp_path / SHIPPED_GOALPOSTS).write_text(json.dumps({"ids": ["a"]}))   # no key: mine
+    assert shipped_goalposts(tmp_path, key, None) is None
+    assert shipped_goalposts(tmp_path / "missing", key, None) is None
