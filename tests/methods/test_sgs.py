@@ -136,3 +136,25 @@ def test_a_vllm_run_needs_a_guide_server():
         load_config(ROOT / "configs/qwen2.5-coder-7b-sgs.yaml", ["method.guide.vllm_url=null"])
     with pytest.raises(Exception, match="method.guide.prompt"):
         load_config(None, ["method=sgs", "method.guide.prompt=/no/such/file"])
+
+
+def test_a_resumed_run_continues_its_curve_and_conditions_only_on_unsolved_targets():
+    """setup keeps the saved curve (RunState.method_state), the Guide loads the start weights,
+    and the Conjecturer is anchored on targets not yet solved."""
+    from selfplay_core.evaluation.solve_curve import CumulativeSolve
+    from selfplay_core.methods.sgs import SGS
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    cfg = load_config(None, ["method=sgs", "method.targets_per_iteration=5"])
+    gps = [Problem(f"g{i}", "call", [], entry_point="f", prompt=f"target {i}") for i in range(4)]
+    ctx = RunContext(cfg, goalposts=gps, start_model_dir=ASSET_DIR)
+    saved = CumulativeSolve([g.id for g in gps], solved={"g1": 3, "g3": 9}, generations=16,
+                            curve=[[8.0, 0.25], [16.0, 0.5]])
+    ctx.state.method_state["sgs"] = {"curve": saved.to_json(), "rounds": []}
+    method = SGS(cfg.method)
+    method.setup(ctx)
+    assert CumulativeSolve.from_json(ctx.state.method_state["sgs"]["curve"]) == saved
+    assert method.guide.engine.model.training is False   # the frozen copy, in eval mode
+    (rnd,) = list(method.rounds(ctx, []))
+    assert sorted(a.id for a in rnd.anchors) == ["g0", "g2"]
+    assert all(a.goalpost_id == a.id and a.question.startswith("target") for a in rnd.anchors)
