@@ -114,3 +114,12 @@ def guided_band(band_reward: float, guide_weight: float) -> float:
     if not 0.0 <= guide_weight <= 1.0:
         raise ValueError(f"normalised Guide score must be in [0, 1], got {guide_weight!r}")
     return band_reward * guide_weight if band_reward > 0 else band_reward
+
+
+def spice_challenger(p: float, *, target: float = 0.25, width: float = 0.02) -> float:
+    """SPICE's Challenger reward `exp(-(Var - target)^2 / width)`, Var = p(1 - p): the variance
+    of the Reasoner's 0/1 correctness over its samples (population variance; p its pass rate).
+    Peak 1 at p = 1/2 (Var = 1/4); exp(-3.125) ~ 0.044 at p in {0, 1}."""
+    _check_p(p)
+    var = p * (1.0 - p)
+    return math.exp(-((var - target) ** 2) / width)

@@ -4,13 +4,15 @@
     azr         unguided deduction / abduction / induction (Absolute Zero)
     rlvr        real training tasks only
     sgs         Self-Guided Self-Play: Conjecturer on unsolved targets, frozen Guide, REINFORCE½
+    compassplay proposer rewarded by gradient alignment with reference tasks (CompassPlay)
+    spice       a document the solver never sees grounds each task (SPICE; SCOPE's rubric path)
 
 A run config's `method:` section is one of the registered methods' config classes, chosen by
 its `name`. Adding a method: a file here with its `MethodConfig` subclass and its `@register`ed
 `Method` subclass, and its import below.
 """
 
-from selfplay_core.methods import azr, gasp, rlvr, sgs  # noqa: F401  (each registers its method)
+from selfplay_core.methods import azr, compassplay, gasp, rlvr, sgs, spice  # noqa: F401  (each registers its method)
 from selfplay_core.methods.base import Method, MethodConfig, Round, method_for, register, registered
 
 __all__ = ["Method", "MethodConfig", "Round", "method_for", "register", "registered"]

@@ -11,7 +11,9 @@ from selfplay_core.config import RunConfig, load_config
 from selfplay_core.methods import Method, MethodConfig, Round, method_for, register, registered
 from selfplay_core.methods.azr import AZR, AZRConfig
 from selfplay_core.methods.gasp import GASP, GASPConfig, GASPPlusRLVR, GASPRLVRConfig
+from selfplay_core.methods.compassplay import CompassConfig, CompassPlay
 from selfplay_core.methods.rlvr import RLVR, RLVRConfig
+from selfplay_core.methods.spice import SPICE, SpiceConfig
 from selfplay_core.methods.sgs import SGS, SGSConfig
 from selfplay_core.records import IterationLog
 from selfplay_core.run_context import RunContext
@@ -20,10 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_registry_lists_every_method():
-    assert registered() == {"azr": AZR, "gasp": GASP, "rlvr": RLVR, "sgs": SGS, "gasp+rlvr": GASPPlusRLVR}
+    assert registered() == {"azr": AZR, "compassplay": CompassPlay, "gasp": GASP,
+                            "gasp+rlvr": GASPPlusRLVR, "rlvr": RLVR, "sgs": SGS, "spice": SPICE}
     for name, cls in registered().items():
         assert cls.name == name and cls.Config.model_fields["name"].default == name
-    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, SGSConfig} == {c.Config for c in registered().values()}
+    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig, SGSConfig} == \
+        {c.Config for c in registered().values()}
 
 
 @pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR),
