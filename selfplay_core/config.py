@@ -225,7 +225,7 @@ class EvalConfig(_Frozen):
 class DiagnosticsConfig(_Frozen):
     """Diagnostic arms of the learning study (toy world, method gasp only): they use the toy
     world's oracle to choose tasks, never in a reward, and are not methods (selfplay study runs
-    them; see toyworld/diagnostic_arms.py)."""
+    them; see methods/diagnostic_arms.py)."""
 
     # No model teacher: true lemmas of the goalposts, true lifts of the in-band lemmas; the
     # student trains on those in band; no teacher rollouts.
