@@ -3,6 +3,7 @@
     gasp        goalposts -> lemma -> lift (GASP); `gasp+rlvr` adds real tasks to the student batch
     azr         unguided deduction / abduction / induction (Absolute Zero)
     rlvr        real training tasks only
+    sgs         Self-Guided Self-Play: Conjecturer on unsolved targets, frozen Guide, REINFORCE½
     compassplay proposer rewarded by gradient alignment with reference tasks (CompassPlay)
     spice       a document the solver never sees grounds each task (SPICE; SCOPE's rubric path)
 
@@ -11,7 +12,7 @@ its `name`. Adding a method: a file here with its `MethodConfig` subclass and it
 `Method` subclass, and its import below.
 """
 
-from selfplay_core.methods import azr, compassplay, gasp, rlvr, spice  # noqa: F401  (each registers its method)
+from selfplay_core.methods import azr, compassplay, gasp, rlvr, sgs, spice  # noqa: F401  (each registers its method)
 from selfplay_core.methods.base import Method, MethodConfig, Round, method_for, register, registered
 
 __all__ = ["Method", "MethodConfig", "Round", "method_for", "register", "registered"]

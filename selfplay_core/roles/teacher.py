@@ -65,12 +65,15 @@ def teacher_prompt(question: str, code: str, axis: str, direction: str) -> str:
             f"{VARIANT_HEADER} {direction}, axis {axis}\n")
 
 
-def teacher_completion(question: str, code: str, inputs: list) -> str:
-    """The training target: a proposal in exactly the format `parse_teacher` accepts.
-    `inputs` are single arguments (one-parameter functions)."""
+def teacher_completion(question: str, code: str, inputs: list, solution_first: bool = False) -> str:
+    """The training target: a proposal in exactly the format `parse_teacher` accepts (which
+    reads the sections in either order). `inputs` are single arguments (one-parameter
+    functions). `solution_first`: the program, then the question that describes it."""
     lines = "".join(f"{v!r}\n" for v in inputs)
-    return (f"{TASK_HEADER}\n{question.strip()}\n{SOLUTION_HEADER}\n{code.rstrip()}\n"
-            f"{INPUTS_HEADER}\n{lines}{END_HEADER}\n{END_OF_TEXT}")
+    task = f"{TASK_HEADER}\n{question.strip()}\n"
+    solution = f"{SOLUTION_HEADER}\n{code.rstrip()}\n"
+    body = solution + task if solution_first else task + solution
+    return f"{body}{INPUTS_HEADER}\n{lines}{END_HEADER}\n{END_OF_TEXT}"
 
 
 def _header_key(head: str) -> str | None:
