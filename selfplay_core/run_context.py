@@ -47,6 +47,7 @@ class RunContext:
     real_tasks: list[Problem] = field(default_factory=list)
     goalposts: list[Problem] = field(default_factory=list)
     fidelity_fn: Callable | None = None          # toy-world oracle: does a question describe its code
+    truth_fn: Callable | None = None             # toy-world oracle: the outputs a question denotes
     decontaminator: Any = None                   # real-data worlds: n-gram index of the eval statements
     buffers: TaskBuffer | None = None            # None: the state's buffer
     contamination: TaskBuffer | None = None      # None: built from eval_problems

@@ -145,6 +145,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
                       tokenizer=tokenizer, model_dir=model_dir, world=world,
                       eval_problems=world.eval_problems, real_tasks=world.real_tasks,
                       goalposts=goalposts, fidelity_fn=world.fidelity_fn,
+                      truth_fn=world.truth_fn,
                       decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
 
 

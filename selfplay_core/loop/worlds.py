@@ -10,6 +10,8 @@ A world gives the loop four things and says exactly what they were:
   the starting model, or a goalpost set written by an earlier mining);
 * `fidelity_fn` (optional) — an oracle saying whether a proposal's text describes its code
   (the toy world has one; real data does not);
+* `truth_fn` (optional) — an oracle giving the outputs a question's text denotes, for tasks
+  proposed without a program (R-Zero's pseudo-label accuracy; the toy world has one);
 * `decontaminator` (optional) — an n-gram index of the evaluation statements; a proposal that
   overlaps one is rejected;
 * `splits()` — {name: (version, content_hash)} for every split used, logged as MLflow tags.
@@ -43,7 +45,7 @@ from selfplay_core.engines.base import SamplingParams
 from selfplay_core.goalposts import engine_solver, mine_goalposts
 from selfplay_core.problems import InputError, Problem
 from selfplay_core.toyworld.bootstrap import cache_root as toy_cache_root
-from selfplay_core.toyworld.fidelity import proposal_fidelity
+from selfplay_core.toyworld.fidelity import proposal_fidelity, true_outputs
 from selfplay_core.toyworld.splits import build_world as build_toy_world
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,7 @@ class World:
     real_tasks: list[Problem]
     goalpost_pool: list[Problem]
     fidelity_fn: Callable | None = None
+    truth_fn: Callable | None = None
     decontaminator = None
     goalpost_set: SplitInfo | None = None     # set by select_goalposts
 
@@ -97,6 +100,7 @@ class ToyWorld(World):
     def __init__(self, cfg):
         self.toy = build_toy_world(cfg.world.seed)
         self.fidelity_fn = proposal_fidelity
+        self.truth_fn = true_outputs
         ev = self.toy.eval.problems
         if cfg.eval.max_problems:
             r = random.Random(f"eval-subset:{cfg.world.seed}")

@@ -12,6 +12,7 @@ from selfplay_core.methods import Method, MethodConfig, Round, method_for, regis
 from selfplay_core.methods.azr import AZR, AZRConfig
 from selfplay_core.methods.gasp import GASP, GASPConfig, GASPPlusRLVR, GASPRLVRConfig
 from selfplay_core.methods.rlvr import RLVR, RLVRConfig
+from selfplay_core.methods.rzero import RZero, RZeroConfig
 from selfplay_core.records import IterationLog
 from selfplay_core.run_context import RunContext
 
@@ -19,13 +20,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_registry_lists_every_method():
-    assert registered() == {"azr": AZR, "gasp": GASP, "rlvr": RLVR, "gasp+rlvr": GASPPlusRLVR}
+    assert registered() == {"azr": AZR, "gasp": GASP, "rlvr": RLVR, "r-zero": RZero,
+                            "gasp+rlvr": GASPPlusRLVR}
     for name, cls in registered().items():
         assert cls.name == name and cls.Config.model_fields["name"].default == name
-    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig} == {c.Config for c in registered().values()}
+    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, RZeroConfig} == {
+        c.Config for c in registered().values()}
 
 
-@pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR)])
+@pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR),
+                                      ("r-zero", RZero)])
 def test_the_config_section_selects_the_method(name, cls):
     cfg = load_config(None, [f"method={name}", "student.real_tasks_per_iteration=4"])
     assert isinstance(cfg.method, cls.Config) and type(method_for(cfg.method)) is cls
