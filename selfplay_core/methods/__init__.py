@@ -4,13 +4,14 @@
     azr         unguided deduction / abduction / induction (Absolute Zero)
     rlvr        real training tasks only
     r-zero      a Challenger without reference programs; the Solver's majority vote verifies (R-Zero)
+    star        real tasks; correct programs and hinted rationalizations, fine-tuned on (STaR)
 
 A run config's `method:` section is one of the registered methods' config classes, chosen by
 its `name`. Adding a method: a file here with its `MethodConfig` subclass and its `@register`ed
 `Method` subclass, and its import below.
 """
 
-from selfplay_core.methods import azr, gasp, rlvr, rzero  # noqa: F401  (each registers its method)
+from selfplay_core.methods import azr, gasp, rlvr, rzero, star  # noqa: F401  (each registers its method)
 from selfplay_core.methods.base import Method, MethodConfig, Round, method_for, register, registered
 
 __all__ = ["Method", "MethodConfig", "Round", "method_for", "register", "registered"]

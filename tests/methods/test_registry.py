@@ -13,6 +13,7 @@ from selfplay_core.methods.azr import AZR, AZRConfig
 from selfplay_core.methods.gasp import GASP, GASPConfig, GASPPlusRLVR, GASPRLVRConfig
 from selfplay_core.methods.rlvr import RLVR, RLVRConfig
 from selfplay_core.methods.rzero import RZero, RZeroConfig
+from selfplay_core.methods.star import STaR, STaRConfig
 from selfplay_core.records import IterationLog
 from selfplay_core.run_context import RunContext
 
@@ -20,16 +21,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_registry_lists_every_method():
-    assert registered() == {"azr": AZR, "gasp": GASP, "rlvr": RLVR, "r-zero": RZero,
+    assert registered() == {"azr": AZR, "gasp": GASP, "rlvr": RLVR, "r-zero": RZero, "star": STaR,
                             "gasp+rlvr": GASPPlusRLVR}
     for name, cls in registered().items():
         assert cls.name == name and cls.Config.model_fields["name"].default == name
-    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, RZeroConfig} == {
+    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, RZeroConfig, STaRConfig} == {
         c.Config for c in registered().values()}
 
 
 @pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR),
-                                      ("r-zero", RZero)])
+                                      ("r-zero", RZero), ("star", STaR)])
 def test_the_config_section_selects_the_method(name, cls):
     cfg = load_config(None, [f"method={name}", "student.real_tasks_per_iteration=4"])
     assert isinstance(cfg.method, cls.Config) and type(method_for(cfg.method)) is cls
