@@ -9,7 +9,7 @@ Solver's own majority vote is the verifier.
   ran; p̂ = share of answers agreeing with the labels on every test (`rzero_votes`). A task
   needs teacher.min_inputs labelled tests and teacher.require_distinct_outputs distinct labels.
 * Challenger reward: max(0, 1 - 2|p̂ - 1/2| - r_rep), r_rep = λ |cluster| / B over BLEU
-  clusters of the batch's questions (`rzero_votes.repetition_penalties`); GRPO over the samples
+  clusters of the accepted questions, B = every Challenger sample of the iteration (`rzero_votes.repetition_penalties`); GRPO over the samples
   of each Challenger prompt.
 * Solver: tasks with p̂ in `keep_band` (3-7 of 10 agreeing), GRPO per task against the
   pseudo-labels (the answers that made the vote are the group).
@@ -121,11 +121,12 @@ class ChallengerReward:
     threshold: float
     weight: float
     band: tuple[float, float]
+    batch_size: int            # B: the Challenger samples of the iteration, valid or not
     last_penalties: list = field(default_factory=list)
 
     def __call__(self, ctx, accepted: list[Proposal]) -> list[float]:
         self.last_penalties = repetition_penalties([p.parsed.question for p in accepted],
-                                                   self.threshold, self.weight)
+                                                   self.threshold, self.weight, self.batch_size)
         return [rewards.rzero_challenger(p.pass_rate, r) for p, r in zip(accepted, self.last_penalties)]
 
     def metrics(self, accepted: list[Proposal]) -> dict[str, float]:
@@ -142,7 +143,8 @@ class RZeroRound(Round):
 
     def __init__(self, config: RZeroConfig):
         self.config = config
-        self.reward = ChallengerReward(config.bleu_threshold, config.repetition_weight, config.keep_band)
+        self.reward = ChallengerReward(config.bleu_threshold, config.repetition_weight, config.keep_band,
+                                       config.challenger_prompts * config.samples_per_prompt)
 
     def propose(self, ctx) -> list[Proposal]:
         c = self.config

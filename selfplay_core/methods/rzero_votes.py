@@ -8,7 +8,7 @@ tests/methods/test_rzero_formulas.py).
   parse or crashed counts against the majority, as an unanswered question does in R-Zero.
 * Repetition penalty. R-Zero clusters a batch of questions by BLEU distance (1 - BLEU,
   agglomerative, average linkage, merge below 0.5) and charges each question its cluster's share
-  of the batch, r_rep = λ |C| / B. BLEU here is sentence BLEU-4 (uniform weights, brevity
+  of the batch, r_rep = λ |C| / B (B: every question the Challenger was asked for). BLEU here is sentence BLEU-4 (uniform weights, brevity
   penalty) on lower-cased word/punctuation tokens, with epsilon smoothing (0.1 for an order with
   no match, as NLTK's method1 that R-Zero uses), made symmetric by averaging both directions:
   R-Zero's code scores one direction of each pair only, which makes the distance depend on the
@@ -145,15 +145,21 @@ def average_linkage_clusters(dist: Sequence[Sequence[float]], threshold: float) 
     return out
 
 
-def repetition_penalties(texts: Sequence[str], threshold: float = 0.5, weight: float = 1.0) -> list[float]:
-    """R-Zero's r_rep per text: weight * |its cluster| / batch size, clusters by BLEU distance."""
+def repetition_penalties(texts: Sequence[str], threshold: float = 0.5, weight: float = 1.0,
+                         batch_size: int | None = None) -> list[float]:
+    """R-Zero's r_rep per text: weight * |its cluster| / B, clusters by BLEU distance. B is the
+    batch the texts came from (default: the texts themselves); the Challenger's batch includes
+    the proposals that never got a question, so one lone valid question is not charged 1."""
     n = len(texts)
     if n == 0:
         return []
+    b = n if batch_size is None else batch_size
+    if b < n:
+        raise ValueError(f"batch_size {b} is smaller than the {n} texts clustered")
     sim = [[1.0 if i == j else 0.0 for j in range(n)] for i in range(n)]
     for i in range(n):
         for j in range(i + 1, n):
             sim[i][j] = sim[j][i] = bleu_similarity(texts[i], texts[j])
     labels = average_linkage_clusters([[1.0 - s for s in row] for row in sim], threshold)
     size = Counter(labels)
-    return [weight * size[c] / n for c in labels]
+    return [weight * size[c] / b for c in labels]

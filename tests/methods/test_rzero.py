@@ -114,7 +114,10 @@ def test_repetition_penalty_is_the_cluster_share_of_the_batch():
     assert repetition_penalties(texts) == pytest.approx([0.5, 0.5, 0.25, 0.25])
     assert repetition_penalties(texts, weight=0.5) == pytest.approx([0.25, 0.25, 0.125, 0.125])
     assert repetition_penalties(texts, threshold=0.3) == pytest.approx([0.25] * 4)
+    assert repetition_penalties(texts, batch_size=8) == pytest.approx([0.25, 0.25, 0.125, 0.125])
     assert repetition_penalties([]) == []
+    with pytest.raises(ValueError, match="smaller"):
+        repetition_penalties(texts, batch_size=3)
 
 
 def _accepted(question, p_hat):
@@ -125,13 +128,16 @@ def _accepted(question, p_hat):
 
 
 def test_challenger_reward_over_a_batch():
-    reward = ChallengerReward(0.5, 1.0, (0.3, 0.7))
+    reward = ChallengerReward(0.5, 1.0, (0.3, 0.7), batch_size=4)
     acc = [_accepted(q, p) for q, p in zip(["a b c d e", "a b c d f", "x y z w v", "p q r s t"],
                                             [0.5, 0.3, 0.5, 1.0])]
     # 1 - 2|p - 1/2| - r_rep: 1 - 0 - 0.5, 1 - 0.4 - 0.5, 1 - 0 - 0.25, max(0, 1 - 1 - 0.25)
     assert reward(None, acc) == pytest.approx([0.5, 0.1, 0.75, 0.0])
     assert reward.metrics(acc) == pytest.approx({"repetition": 1.5 / 4, "uncertainty": (1 + 0.6 + 1 + 0) / 4,
                                                  "in_band": 0.75})
+    # B = 8 Challenger samples, four of them valid: the cluster of two costs 2/8
+    assert ChallengerReward(0.5, 1.0, (0.3, 0.7), batch_size=8)(None, acc) == pytest.approx(
+        [0.75, 0.35, 0.875, 0.0])
 
 
 def test_the_challenger_is_normalised_over_the_samples_of_its_prompt():
