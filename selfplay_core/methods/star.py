@@ -18,7 +18,7 @@ find once you are shown a hint ("rationalization").
   fine-tunes on everything kept so far; here the policy is updated continually, like the
   other methods.
 
-Diagnostic: star/rationalize/yield = failed tasks solved with the hint / failed tasks retried.
+Diagnostic: student/rationalized/yield = failed tasks solved with the hint / failed tasks retried.
 """
 
 from __future__ import annotations
@@ -102,9 +102,9 @@ class STaR(Method):
         again = call("rationalize", self.rationalize, ctx, failed, log) \
             if failed and self.config.rationalize else []
         k = self.config.keep_per_task
-        log.add(**{"star/first_pass/solved": sum(r.c > 0 for r in first) / max(1, len(first)),
-                   "star/trained/first_pass": sum(min(k, r.c) for r in first),
-                   "star/trained/rationalized": sum(min(k, r.c) for r in again)})
+        log.add(**{"student/real/solved": sum(r.c > 0 for r in first) / max(1, len(first)),
+                   "student/trained/first_pass": sum(min(k, r.c) for r in first),
+                   "student/trained/rationalized": sum(min(k, r.c) for r in again)})
         return [(FIRST, r) for r in first] + [(RATIONALIZED, r) for r in again]
 
     def rationalize(self, ctx, failed: list[SolveResult], log: IterationLog) -> list[Rationalization]:
@@ -122,9 +122,9 @@ class STaR(Method):
                     S.student_sampling(ctx))
         solved = [Rationalization(first.problem, r.completions, r.passed, r.rejections, train_prompt_ids=ids)
                   for (first, _, ids), r in zip(todo, res) if r.c > 0]
-        log.add(**{"star/rationalize/retried": len(todo), "star/rationalize/solved": len(solved),
-                   "star/rationalize/yield": len(solved) / len(todo),
-                   "star/rationalize/pass_rate": sum(r.c for r in res) / sum(r.n for r in res)})
+        log.add(**{"student/rationalized/retried": len(todo), "student/rationalized/solved": len(solved),
+                   "student/rationalized/yield": len(solved) / len(todo),
+                   "student/rationalized/pass_rate": sum(r.c for r in res) / sum(r.n for r in res)})
         return solved
 
     def rollouts(self, ctx, proposals, student) -> list[Rollout]:

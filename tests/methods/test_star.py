@@ -88,8 +88,8 @@ def test_rationalization_retries_failures_with_the_hint(executor, hint, solved):
     no_ids = SolveResult(toy_task("t3"), [Completion("x")], [False])     # no prompt tokens: skipped
     out = method.rationalize(ctx, [_failed(toy_task("t1")), _failed(toy_task("t2")), no_ids], log)
     assert len(out) == solved
-    assert log.metrics["star/rationalize/retried"] == 2
-    assert log.metrics["star/rationalize/yield"] == solved / 2
+    assert log.metrics["student/rationalized/retried"] == 2
+    assert log.metrics["student/rationalized/yield"] == solved / 2
     for r in out:   # the task as posed without the hint; the first attempt's prompt tokens
         assert isinstance(r, Rationalization) and r.problem.prompt == ODD and r.train_prompt_ids == [1, 2, 3]
         assert r.passed == [True, True]
