@@ -1,18 +1,26 @@
 """Executor throughput, measured side by side on the same machine and the same work.
 
-Harnesses, each verifying every HumanEval+ canonical solution on its base + plus inputs:
+Harnesses, each verifying HumanEval+ canonical solutions:
 
   executor     this project's executor, default config (warm bwrap fork servers, all cores)
-  per-process  an evalplus-style harness: a fresh `python` process per sample and suite
-               (base, plus), run on as many parallel slots as the executor has workers
+  baseline     (with --baseline-tree DIR) the executor of another checkout, e.g. the commit
+               before a change, on the same problems in the same run
+  per-process  an evalplus-style harness: a fresh `python` process per sample and suite (call
+               workloads) or per test (stdin), on as many parallel slots as executor workers
   in-process   the unisolated limit: exec + call + compare in this very process, one core
 
-A second workload, "rl", is shaped like RL verification: 8 samples per problem, base inputs
-only (small suites, many samples), which is what the self-play loop sends.
+Workloads:
+
+  full   HumanEval+ canonical solutions on base + plus inputs (164 samples, 124k tests)
+  rl     shaped like RL verification: 8 samples per problem, base inputs only (many small jobs)
+  stdin  the same solutions as stdin programs (arguments in, repr of the result out), base
+         inputs, one process per test (small stdin problems)
 
 Prints samples/s, tests/s, the ratios, and whether all harnesses agree on every verdict.
+Absolute times on a shared machine are noisy; the ratios in one run are what to compare.
 
-    python benchmarks/executor_throughput.py [--workload full|rl|both] [--limit N]
+    python benchmarks/executor_throughput.py [--workload full,rl,stdin] [--limit N]
+        [--baseline-tree DIR] [--json OUT]
 """
 
 from __future__ import annotations
@@ -21,10 +29,12 @@ import argparse
 import concurrent.futures as cf
 import copy
 import dataclasses
+import io
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,10 +43,10 @@ sys.set_int_max_str_digits(0)
 
 from selfplay_core.datasets.evalplus import file_sha256, load_humanevalplus  # noqa: E402
 from selfplay_core.datasets.expected import attach_expected  # noqa: E402
-from selfplay_core.problems import Sample  # noqa: E402
+from selfplay_core.problems import Problem, Sample, TestCase  # noqa: E402
 from selfplay_core.sandbox import Executor, SandboxConfig  # noqa: E402
-from selfplay_core.sandbox.compare import call_matches  # noqa: E402
-from selfplay_core.sandbox.worker import Digest, _digest, _plain  # noqa: E402
+from selfplay_core.sandbox.compare import call_matches, stdout_matches  # noqa: E402
+from selfplay_core.values import Digest, _digest, _plain  # noqa: E402
 
 
 def same(out, exp, p, args) -> bool:
@@ -49,12 +59,18 @@ def same(out, exp, p, args) -> bool:
             return False
     return call_matches(out, exp, atol=p.atol, oracle=p.oracle, args=args)
 
+
 # The per-process child: decode inputs/expected, run, compare with the same rules, print 0/1.
+# It loads only the codec and the comparison rules (empty package stubs keep the sandbox
+# package's __init__, and its pydantic import, out: an evalplus-style harness has neither).
 CHILD = r"""
-import json, sys
+import json, os, sys, types
 sys.set_int_max_str_digits(0)
-sys.path.insert(0, sys.argv[1])
-from selfplay_core.sandbox.worker import Digest, _digest, from_json_obj
+for name in ("selfplay_core", "selfplay_core.sandbox"):
+    mod = types.ModuleType(name)
+    mod.__path__ = [os.path.join(sys.argv[1], *name.split("."))]
+    sys.modules[name] = mod
+from selfplay_core.values import Digest, _digest, from_json_obj
 from selfplay_core.sandbox.compare import call_matches
 job = json.loads(sys.stdin.read())
 g = {}
@@ -78,6 +94,13 @@ print(1 if ok else 0)
 def per_process(items, workers):
     def one(item):
         p, code = item
+        if p.kind == "stdin":
+            for t in p.tests:  # a fresh interpreter per test, as a judge runs it
+                r = subprocess.run([sys.executable, "-c", code], input=t.stdin,
+                                   capture_output=True, text=True, timeout=600)
+                if r.returncode != 0 or not stdout_matches(r.stdout, t.expected):
+                    return False
+            return True
         ok = True
         nb = p.metadata.get("n_base", len(p.tests))
         for suite in (p.tests[:nb], p.tests[nb:]):
@@ -98,55 +121,166 @@ def per_process(items, workers):
 def in_process(items):
     out = []
     for p, code in items:
-        g = {}
         ok = True
         try:
-            exec(code, g)
-            fn = g[p.entry_point]
-            for t in p.tests:
-                args = copy.deepcopy(t.args)
-                if not same(fn(*args), t.expected, p, args):
-                    ok = False
-                    break
+            if p.kind == "stdin":
+                for t in p.tests:
+                    buf, real_in, real_out = io.StringIO(), sys.stdin, sys.stdout
+                    sys.stdin, sys.stdout = io.StringIO(t.stdin), buf
+                    try:
+                        exec(code, {"__name__": "__main__"})
+                    finally:
+                        sys.stdin, sys.stdout = real_in, real_out
+                    if not stdout_matches(buf.getvalue(), t.expected):
+                        ok = False
+                        break
+            else:
+                g = {}
+                exec(code, g)
+                fn = g[p.entry_point]
+                for t in p.tests:
+                    args = copy.deepcopy(t.args)
+                    if not same(fn(*args), t.expected, p, args):
+                        ok = False
+                        break
         except BaseException:
             ok = False
         out.append(ok)
     return out
 
 
-def measure(name, fn, n_samples, n_tests):
+# The baseline executor runs in its own process, importing another checkout's code.
+BASELINE = r"""
+import json, sys, time
+sys.set_int_max_str_digits(0)
+sys.path.insert(0, sys.argv[1])
+from selfplay_core.problems import Sample, problem_from_json
+from selfplay_core.sandbox import Executor, SandboxConfig
+rows = [json.loads(line) for line in open(sys.argv[2])]
+items = [(problem_from_json(r["problem"]), r["code"]) for r in rows]
+with Executor(SandboxConfig(max_sample_time_s=3600.0)) as ex:
+    ex.pool.start()
     t0 = time.perf_counter()
-    verdicts = fn()
+    vs = ex.verify([(p, Sample(p.id, i, c)) for i, (p, c) in enumerate(items)])
     dt = time.perf_counter() - t0
-    print(f"  {name:<12} {dt:8.2f} s  {n_samples / dt:9.1f} samples/s  {n_tests / dt:11.0f} tests/s",
-          flush=True)
-    return verdicts, dt
+print(json.dumps({"seconds": dt, "verdicts": [v.passed for v in vs]}))
+"""
 
 
-def run_workload(title, items, ex):
+def baseline(items, tree):
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        for p, code in items:
+            f.write(json.dumps({"problem": p.to_json(), "code": code}) + "\n")
+        path = f.name
+    try:
+        r = subprocess.run([sys.executable, "-c", BASELINE, os.path.abspath(tree), path],
+                           capture_output=True, text=True, timeout=7200,
+                           env=dict(os.environ, PYTHONPATH=os.path.abspath(tree)))
+    finally:
+        os.unlink(path)
+    if r.returncode != 0:
+        raise SystemExit(f"baseline executor failed: {r.stderr.strip()[-800:]}")
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return out["verdicts"], out["seconds"]
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    res = fn()
+    return res if isinstance(res, tuple) else (res, time.perf_counter() - t0)
+
+
+def report(name, dt, n_samples, n_tests, note=""):
+    print(f"  {name:<12} {dt:8.2f} s  {n_samples / dt:9.1f} samples/s  {n_tests / dt:11.0f} tests/s"
+          f"{note}", flush=True)
+
+
+def run_workload(title, items, ex, tree=None, repeat=3):
+    """Executor, baseline and in-process run `repeat` times, interleaved (the load of a shared
+    machine drifts), best time kept; the per-process harness (minutes) runs once."""
     n_samples = len(items)
     n_tests = sum(len(p.tests) for p, _ in items)
     print(f"\n[{title}] {n_samples} samples, {n_tests} tests, executor workers={ex.config.workers} "
-          f"isolation={ex.isolation}")
+          f"isolation={ex.isolation} memory_cgroup={ex.launcher.memory_cgroups}")
     ex.pool.start()  # warm-up is start-up cost, paid once per run; reported separately
-    v_ex, t_ex = measure("executor", lambda: [v.passed for v in ex.verify(
-        [(p, Sample(p.id, i, c)) for i, (p, c) in enumerate(items)])], n_samples, n_tests)
-    v_pp, t_pp = measure("per-process", lambda: per_process(items, ex.config.workers), n_samples, n_tests)
-    v_ip, t_ip = measure("in-process", lambda: in_process(items), n_samples, n_tests)
-    same = v_ex == v_pp == v_ip
-    print(f"  executor vs per-process: {t_pp / t_ex:5.2f}x   executor vs in-process limit: "
-          f"{t_ip / t_ex:5.2f}x   identical verdicts: {same} ({sum(v_ex)}/{n_samples} passed)")
-    return {"workload": title, "samples": n_samples, "tests": n_tests, "executor_s": t_ex,
-            "per_process_s": t_pp, "in_process_s": t_ip, "vs_per_process": t_pp / t_ex,
-            "vs_in_process": t_ip / t_ex, "identical_verdicts": same}
+    res = {"workload": title, "samples": n_samples, "tests": n_tests, "repeat": repeat}
+    fns = {"executor": lambda: [v.passed for v in ex.verify(
+        [(p, Sample(p.id, i, c)) for i, (p, c) in enumerate(items)])],
+           "in-process": lambda: in_process(items)}
+    if tree:
+        fns["baseline"] = lambda: baseline(items, tree)
+    best, verdicts = {}, {}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            v, dt = timed(fn)
+            verdicts[name] = v
+            best[name] = min(best.get(name, dt), dt)
+    note = f"  (best of {repeat})" if repeat > 1 else ""
+    for name in ("executor", "baseline", "in-process"):
+        if name in best:
+            report(name, best[name], n_samples, n_tests, note)
+    v_pp, t_pp = timed(lambda: per_process(items, ex.config.workers))
+    report("per-process", t_pp, n_samples, n_tests)
+    v_ex, t_ex, t_ip = verdicts["executor"], best["executor"], best["in-process"]
+    runs = [v_ex, verdicts["in-process"], v_pp] + ([verdicts["baseline"]] if tree else [])
+    if tree:
+        t_bl = best["baseline"]
+        res.update(baseline_s=t_bl, vs_baseline=t_bl / t_ex)
+    ident = all(r == v_ex for r in runs)
+    if not ident:
+        names = ["in-process", "per-process"] + (["baseline"] if tree else [])
+        for name, r in zip(names, runs[1:]):
+            diff = [items[k][0].id for k in range(n_samples) if r[k] != v_ex[k]]
+            if diff:
+                print(f"  {name} disagrees with the executor on {len(diff)}: {', '.join(diff[:8])}")
+    line = (f"  executor vs per-process: {t_pp / t_ex:5.2f}x   executor vs in-process limit: "
+            f"{t_ip / t_ex:5.2f}x")
+    if tree:
+        line += f"   executor vs baseline: {t_bl / t_ex:5.2f}x (baseline vs in-process: {t_ip / t_bl:5.2f}x)"
+    print(f"{line}   identical verdicts: {ident} ({sum(v_ex)}/{n_samples} passed)")
+    res.update(executor_s=t_ex, per_process_s=t_pp, in_process_s=t_ip, vs_per_process=t_pp / t_ex,
+               vs_in_process=t_ip / t_ex, identical_verdicts=ident)
+    return res
+
+
+STDIN_WRAPPER = "\n\nimport sys\n__args = eval(sys.stdin.read())\nprint(repr({entry}(*__args)))\n"
+
+
+def stdin_items(problems, canon):
+    """HumanEval+ canonical solutions as stdin programs, base inputs whose repr reads back."""
+    out = []
+    for p in problems:
+        tests = []
+        for t in p.tests[: p.metadata["n_base"]]:
+            try:
+                if eval(repr(t.args)) != t.args or type(t.expected) is Digest:
+                    continue
+            except Exception:
+                continue
+            tests.append(TestCase(stdin=repr(t.args), expected=repr(t.expected)))
+        if tests and p.oracle == "default" and not p.atol:
+            out.append((Problem(id=p.id, kind="stdin", tests=tests, time_limit_s=p.time_limit_s,
+                                memory_limit_mb=p.memory_limit_mb),
+                        canon[p.id] + STDIN_WRAPPER.format(entry=p.entry_point)))
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", choices=["full", "rl", "both"], default="both")
+    ap.add_argument("--workload", default="full,rl,stdin",
+                    help="comma-separated: full, rl, stdin (default: all three)")
     ap.add_argument("--limit", type=int, default=None, help="first N problems only")
+    ap.add_argument("--baseline-tree", help="a checkout whose executor runs beside this one")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of the executor, baseline and in-process harness (best kept)")
     ap.add_argument("--json", help="also write the summary here")
     args = ap.parse_args()
+    wanted = [w.strip() for w in args.workload.split(",") if w.strip()]
+    bad = set(wanted) - {"full", "rl", "stdin"}
+    if bad:
+        ap.error(f"unknown workload(s): {', '.join(sorted(bad))}")
+    if args.baseline_tree and not os.path.isdir(os.path.join(args.baseline_tree, "selfplay_core")):
+        ap.error(f"--baseline-tree {args.baseline_tree}: no selfplay_core package there")
 
     t0 = time.perf_counter()
     with Executor(SandboxConfig(max_sample_time_s=3600.0)) as ex:
@@ -160,14 +294,19 @@ def main():
         if args.limit:
             problems = problems[: args.limit]
         results = []
-        if args.workload in ("full", "both"):
+        if "full" in wanted:
             results.append(run_workload("full: HumanEval+ canonical, base + plus inputs",
-                                        [(p, canon[p.id]) for p in problems], ex))
-        if args.workload in ("rl", "both"):
+                                        [(p, canon[p.id]) for p in problems], ex, args.baseline_tree, args.repeat))
+        if "rl" in wanted:
             base = [dataclasses.replace(p, tests=p.tests[: p.metadata["n_base"]],
                                         metadata={"n_base": p.metadata["n_base"]}) for p in problems]
             results.append(run_workload("rl: 8 samples/problem, base inputs",
-                                        [(p, canon[p.id]) for p in base for _ in range(8)], ex))
+                                        [(p, canon[p.id]) for p in base for _ in range(8)], ex,
+                                        args.baseline_tree, args.repeat))
+        if "stdin" in wanted:
+            results.append(run_workload("stdin: canonical solutions as stdin programs, base inputs",
+                                        stdin_items(problems, canon), ex, args.baseline_tree, args.repeat))
+        print(f"\nharness errors: {ex.stats['harness_errors']} (retried: {ex.stats['harness_retries']})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

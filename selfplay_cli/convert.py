@@ -34,9 +34,7 @@ def run(args) -> int:
         bar.close()
     write_jsonl(args.out, (p.to_json() for p in problems))
     n_tests = sum(len(p.tests) for p in problems)
-    dropped = sum(p.metadata.get("dropped_tests", 0) for p in problems)
-    print(f"{len(problems)} problems, {n_tests} tests ({dropped} dropped: canonical failed or "
-          f"returned a non-plain value) -> {args.out}")
+    print(f"{len(problems)} problems, {n_tests} tests -> {args.out}")
     if args.canonical_out:
         write_jsonl(args.canonical_out, ({"problem_id": p.id, "sample_id": "canonical",
                                           "code": canon[p.id]} for p in problems))

@@ -113,11 +113,14 @@ class Sample:
 @dataclass
 class TestResult:
     verdict: Verdict
-    time_s: float = 0.0
+    time_s: float = 0.0            # wall seconds, measured by the sandbox worker
     detail: str | None = None
+    cpu_s: float | None = None     # CPU seconds: what time limits are enforced on
 
     def to_json(self) -> dict:
         d = {"verdict": self.verdict.value, "time_s": round(self.time_s, 6)}
+        if self.cpu_s is not None:
+            d["cpu_s"] = round(self.cpu_s, 6)
         if self.detail:
             d["detail"] = self.detail
         return d

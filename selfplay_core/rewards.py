@@ -64,3 +64,12 @@ def invalid_proposal(*, parsed: bool, format_fail: float = FORMAT_FAIL,
     penalty; one that parsed but failed validation (banned import, non-deterministic, error,
     duplicate) gets the milder `invalid` value (AZR's -0.5 for well-formatted failures)."""
     return invalid if parsed else format_fail
+
+
+def spice_challenger(p: float, *, target: float = 0.25, width: float = 0.02) -> float:
+    """SPICE's Challenger reward `exp(-(Var - target)^2 / width)`, Var = p(1 - p): the variance
+    of the Reasoner's 0/1 correctness over its samples (population variance; p its pass rate).
+    Peak 1 at p = 1/2 (Var = 1/4); exp(-3.125) ~ 0.044 at p in {0, 1}."""
+    _check_p(p)
+    var = p * (1.0 - p)
+    return math.exp(-((var - target) ** 2) / width)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from selfplay_core.engines.base import Completion, SamplingParams
 from selfplay_core.evaluation.verify import verify_programs
-from selfplay_core.problems import Problem
+from selfplay_core.problems import Problem, Verdict
 from selfplay_core.roles.common import Rejection, signature_of
 from selfplay_core.roles.student import (REAL_STOP, STOP, is_real_problem, parse_student,
                                          real_student_program, real_student_prompt, student_prompt)
@@ -27,18 +27,34 @@ from selfplay_core.roles.student import (REAL_STOP, STOP, is_real_problem, parse
 
 @dataclass
 class SolveResult:
+    """`excluded[j]`: sample j hit a harness error (the sandbox's fault, after its retries):
+    it counts in neither n nor c and yields no rollout."""
+
     problem: Problem
     completions: list[Completion]
     passed: list[bool]
     rejections: list[str | None] = field(default_factory=list)
+    excluded: list[bool] = field(default_factory=list)
+
+    def _excluded(self, j: int) -> bool:
+        return j < len(self.excluded) and self.excluded[j]
 
     @property
     def n(self) -> int:
-        return len(self.passed)
+        return len(self.passed) - sum(self.excluded)
 
     @property
     def c(self) -> int:
-        return sum(self.passed)
+        return sum(ok for j, ok in enumerate(self.passed) if not self._excluded(j))
+
+    @property
+    def harness_errors(self) -> int:
+        return sum(self.excluded)
+
+    def scored(self):
+        """(completion, passed) for every sample that has a verdict of the model's own."""
+        return [(c, ok) for j, (c, ok) in enumerate(zip(self.completions, self.passed))
+                if not self._excluded(j)]
 
 
 def signature_for(problem: Problem) -> str:
@@ -89,7 +105,7 @@ def score(executor, problems: list[Problem], completions: list[list[Completion]]
     for p, cs in zip(problems, completions):
         real = is_real_problem(p)
         sig = None if real else signature_for(p)
-        res = SolveResult(p, cs, [False] * len(cs), [None] * len(cs))
+        res = SolveResult(p, cs, [False] * len(cs), [None] * len(cs), [False] * len(cs))
         for j, c in enumerate(cs):
             if real:
                 program = real_student_program(p, c.text)
@@ -106,4 +122,6 @@ def score(executor, problems: list[Problem], completions: list[list[Completion]]
         res.passed[j] = v.passed
         if not v.passed:
             res.rejections[j] = v.verdict.value
+        if v.verdict is Verdict.harness_error:  # already retried by the executor
+            res.excluded[j] = True
     return results

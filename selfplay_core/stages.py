@@ -10,7 +10,6 @@ method whose `rollouts` and `advantages` hooks the update calls); see `methods.b
 
 from __future__ import annotations
 
-import ast
 import random
 import time
 from typing import Protocol, Sequence
@@ -20,6 +19,7 @@ from selfplay_core.buffers import BufferItem
 from selfplay_core.engines.base import SamplingParams
 from selfplay_core.evaluation.passk import mean_pass_at_k_or_nan
 from selfplay_core.problems import Problem, TestCase
+from selfplay_core.proposals import ALLOWED_IMPORTS, probe_inputs  # the one allow-list
 from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.rl.advantages import Scored
 from selfplay_core.rl.rollout import Rollout
@@ -27,11 +27,6 @@ from selfplay_core.roles.common import Rejection, signature_of
 from selfplay_core.roles.teacher import STOP as TEACHER_STOP
 from selfplay_core.roles.teacher import parse_teacher, teacher_prompt
 from selfplay_core.solve import SolveResult, solve
-
-# Imports a proposal's reference program may use: pure computation only.
-ALLOWED_IMPORTS = frozenset({"math", "collections", "itertools", "functools", "heapq", "bisect",
-                             "re", "string", "typing", "operator", "fractions", "decimal",
-                             "statistics", "copy", "array", "dataclasses", "enum"})
 
 
 def teacher_sampling(ctx, stop: tuple[str, ...] = TEACHER_STOP) -> SamplingParams:
@@ -73,42 +68,18 @@ def propose(ctx, anchors: Sequence[Anchor], kind: str, direction: str, n: int) -
 
 # ---- validate ----------------------------------------------------------------------------------
 
-def banned_import(code: str) -> str | None:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return "syntax"
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-        else:
-            continue
-        for name in names:
-            if name.split(".")[0] not in ALLOWED_IMPORTS:
-                return name
-    return None
-
-
-def run_twice(ctx, items: list[tuple[Problem, str]]) -> list[tuple[object, str | None]]:
-    """Run each (problem, reference program) in two different worker processes (different hash
-    seeds): (first RunResult, None) when both runs succeed with identical outputs, else
-    (first RunResult, rejection reason)."""
+def check_references(ctx, items: list[tuple[Problem, str]], probes: int = 3
+                     ) -> list[tuple[list | None, str | None]]:
+    """The gate for reference programs, in the sandbox (issue 11, class 5): imports outside
+    ALLOWED_IMPORTS refused at run time, two runs in two fresh processes with different hash
+    seeds and a broken clock, on the proposed inputs plus up to `probes` other items' inputs
+    of the same arity. (outputs, None) when accepted, else (None, reason): banned_import,
+    reference_timeout, reference_error, nondeterministic, harness_error."""
     if not items:
         return []
-    first = ctx.executor.run(items, rotate=0)
-    second = ctx.executor.run(items, rotate=1)
-    out = []
-    for r1, r2 in zip(first, second):
-        if not r1.ok:
-            err = next((e for e in r1.errors if e), r1.detail or "")
-            out.append((r1, "reference_timeout" if err.startswith("timeout") else "reference_error"))
-        elif not r2.ok or r1.outputs != r2.outputs:
-            out.append((r1, "nondeterministic"))
-        else:
-            out.append((r1, None))
-    return out
+    checks = ctx.executor.check_references(items, allowed_imports=ALLOWED_IMPORTS,
+                                           extra_inputs=probe_inputs([p for p, _ in items], probes))
+    return [(c.outputs, c.rejection) for c in checks]
 
 
 def rejector(reasons: dict[str, int]):
@@ -129,9 +100,10 @@ def log_acceptance(log: IterationLog, kind: str, proposals: list[Proposal], reas
 
 
 def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
-    """Parse, then gate: allowed imports, reference runs in time, identical outputs in two worker
-    processes (different hash seeds), enough distinct inputs/outputs, not a near-duplicate of
-    the buffers or of a batch-mate, not an evaluation item. Rejections counted by reason."""
+    """Parse, then gate: the reference, run in the sandbox (`check_references`: allowed imports
+    at run time, in time, identical outputs in two processes), enough distinct outputs, not a
+    near-duplicate of the buffers or of a batch-mate, not an evaluation item. Rejections
+    counted by reason (a `harness_error` is not the teacher's: no reward, no rollout)."""
     t = ctx.config.teacher
     reasons: dict[str, int] = {}
     reject = rejector(reasons)
@@ -142,10 +114,6 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
         if isinstance(p.parsed, Rejection):
             reject(p, f"parse_{p.parsed.reason}")
             continue
-        bad = banned_import(p.parsed.code)
-        if bad:
-            reject(p, "banned_import")
-            continue
         prob = Problem(id=p.id, kind="call", entry_point="f", prompt=p.parsed.question,
                        tests=[TestCase(args=list(a), has_expected=False) for a in p.parsed.inputs],
                        time_limit_s=1.0, memory_limit_mb=256,
@@ -154,13 +122,13 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
                                  "kind": p.kind, "axis": p.axis})
         todo.append((p, prob))
     if todo:
-        runs = run_twice(ctx, [(prob, p.parsed.code) for p, prob in todo])
+        runs = check_references(ctx, [(prob, p.parsed.code) for p, prob in todo])
         batch_texts: list[str] = []
-        for (p, prob), (r1, bad) in zip(todo, runs):
+        for (p, prob), (outputs, bad) in zip(todo, runs):
             if bad:
                 reject(p, bad)
                 continue
-            if len({repr(o) for o in r1.outputs}) < t.require_distinct_outputs:
+            if len({repr(o) for o in outputs}) < t.require_distinct_outputs:
                 reject(p, "degenerate_outputs")
                 continue
             text = f"{p.parsed.question}\n{p.parsed.code}"
@@ -173,7 +141,7 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
                 reject(p, "eval_contamination")
                 continue
             batch_texts.append(text)
-            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, r1.outputs)]
+            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, outputs)]
             p.problem = prob
     kind = proposals[0].kind if proposals else "none"
     log_acceptance(log, kind, proposals, reasons)
@@ -195,8 +163,19 @@ def estimate_pass_rates(ctx, proposals: list[Proposal]) -> None:
     n = ctx.config.student.samples_per_task
     results = solve(ctx.engine, ctx.executor, [p.problem for p in acc], n, student_sampling(ctx))
     for p, r in zip(acc, results):
+        if not has_pass_rate(p, r):
+            continue
         p.solve = r
         p.pass_rate = r.c / r.n
+
+
+def has_pass_rate(p: Proposal, r: SolveResult) -> bool:
+    """False when every sample was a harness error: p is unknown, so the proposal drops out
+    (no reward, no rollout, not buffered) instead of scoring the sandbox's failure."""
+    if r.n:
+        return True
+    p.problem, p.rejection, p.solve = None, "harness_error", None
+    return False
 
 
 class ProposerReward(Protocol):
@@ -210,7 +189,8 @@ class ProposerReward(Protocol):
 
 def score(ctx, proposals: list[Proposal], reward: ProposerReward, log: IterationLog) -> None:
     """Each proposal's reward: `reward` over the accepted ones, the format or invalid penalty
-    (teacher.format_penalty / invalid_penalty) for the rest."""
+    (teacher.format_penalty / invalid_penalty) for the rest; none for a proposal the sandbox
+    could not judge (rejection harness_error): it is not the proposer's doing."""
     t = ctx.config.teacher
     acc = [p for p in proposals if p.accepted]
     given = list(reward(ctx, acc)) if acc else []
@@ -221,13 +201,16 @@ def score(ctx, proposals: list[Proposal], reward: ProposerReward, log: Iteration
     for p in proposals:
         if p.accepted:
             p.reward = next(values)
+        elif p.rejection == "harness_error":
+            p.reward = None
         else:
             p.reward = rewards.invalid_proposal(parsed=not isinstance(p.parsed, Rejection),
                                                 format_fail=t.format_penalty,
                                                 invalid=t.invalid_penalty)
     kind = proposals[0].kind if proposals else "none"
-    if proposals:
-        log.add(**{f"teacher/{kind}/reward": sum(p.reward for p in proposals) / len(proposals)})
+    judged = [p for p in proposals if p.reward is not None]
+    if judged:
+        log.add(**{f"teacher/{kind}/reward": sum(p.reward for p in judged) / len(judged)})
     if acc:
         log.add(**{f"teacher/{kind}/pass_rate": sum(p.pass_rate for p in acc) / len(acc)})
         log.add(**{f"teacher/{kind}/{k}": v for k, v in reward.metrics(acc).items()})
@@ -304,7 +287,7 @@ def solve_replay_tasks(ctx, kinds: Sequence[str], log: IterationLog) -> list[tup
                                "kind": b.kind})
              for b in picked]
     res = solve(ctx.engine, ctx.executor, probs, st.samples_per_task, student_sampling(ctx))
-    kept = [(b.kind, r) for b, r in zip(picked, res) if lo <= r.c / r.n <= hi]
+    kept = [(b.kind, r) for b, r in zip(picked, res) if r.n and lo <= r.c / r.n <= hi]
     log.add(**{"student/replay/pass_rate": sum(r.c for r in res) / max(1, sum(r.n for r in res)),
                "student/replay/tasks": len(kept)})
     return kept
@@ -326,6 +309,8 @@ def rollouts(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]
     student, 1 if passed), the student's capped at student.batch_size in whole groups."""
     rolls: list[Rollout] = []
     for p in teacher:
+        if p.reward is None:  # not judged (harness error): no rollout
+            continue
         r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id, p.temperature)
         if r:
             rolls.append(r)
@@ -334,7 +319,7 @@ def rollouts(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]
     for kind, res in student:
         group = [_rollout(c, rewards.student(ok), "student", kind, res.problem.id,
                           ctx.config.engine.temperature, passed=bool(ok))
-                 for c, ok in zip(res.completions, res.passed)]
+                 for c, ok in res.scored()]   # samples that hit a harness error yield no rollout
         groups.append([r for r in group if r])
     student_rolls = [r for g in groups for r in g]
     if len(student_rolls) > cap:  # keep whole groups (a task's samples; not always n of them)
@@ -393,11 +378,12 @@ def evaluate(ctx, log: IterationLog) -> dict:
         meta = r.problem.metadata
         key = meta.get("eval_set") or f"d{meta.get('depth', 0)}"
         groups.setdefault(key, []).append((r.n, r.c))
+    # A problem with fewer than k judged samples (harness errors excluded) is left out of pass@k.
     for g, counts in sorted(groups.items()):
         for k in e.ks:
-            out[f"eval/{g}/pass@{k}"] = mean_pass_at_k_or_nan(counts, k)
+            out[f"eval/{g}/pass@{k}"] = mean_pass_at_k_or_nan([x for x in counts if x[0] >= k], k)
     for k in e.ks:
-        out[f"eval/all/pass@{k}"] = mean_pass_at_k_or_nan([(r.n, r.c) for r in res], k)
+        out[f"eval/all/pass@{k}"] = mean_pass_at_k_or_nan([(r.n, r.c) for r in res if r.n >= k], k)
     log.add(**out)
     return out
 
@@ -409,7 +395,7 @@ def track_goalposts(ctx, label: str, log: IterationLog) -> list[float]:
     if not gps:
         return []
     res = solve(ctx.engine, ctx.executor, gps, k, student_sampling(ctx))
-    row = [r.c / r.n for r in res]  # pass rate; solved means pass@k > 0, i.e. any pass
+    row = [r.c / r.n if r.n else 0.0 for r in res]  # pass rate; solved: pass@k > 0, any pass
     ctx.state.goalpost_rows.append(row)
     ctx.state.goalpost_labels.append(label)
     solved = sum(1 for v in row if v > 0)

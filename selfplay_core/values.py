@@ -186,15 +186,17 @@ def _untag(o):
 
 
 def _hashable(v):
-    # Lists inside set elements / dict keys cannot occur in real Python values; a forged one
-    # is made hashable rather than crashing the decoder.
+    # Trusted data only (files we wrote): a list where a key belongs is made hashable. The
+    # untrusted channel is decoded by `sandbox.channel.decode_output`, which refuses such values.
     if type(v) is list:
         return tuple(_hashable(e) for e in v)
     return v
 
 
 def decode_value(s):
-    """Parse a JSON string produced by :func:`encode_value` back into plain Python values."""
+    """Parse a JSON string produced by :func:`encode_value` back into plain Python values.
+    For trusted data (problem files, caches); results of untrusted code go through
+    `selfplay_core.sandbox.channel.decode_output`."""
     return json.loads(s, object_hook=_untag)
 
 

@@ -11,9 +11,12 @@ obtained HumanEval's base inputs; the expected values are the canonical outputs,
 original asserts accept (the canonical solutions pass 164/164). The recordings are cached, keyed
 by the data file's hash. An MBPP task with an unreadable assert is skipped with a reason.
 
-Time limits follow evalplus's rule (4 x the reference's slowest test, with a floor): the
-reference runs once on every task at first load (also cached), which doubles as a check of the
-extraction: a test the reference itself fails is dropped and counted, never scored.
+Time limits follow the one rule in `limits.py` (evalplus's: max(1 s, 4 x the reference's
+slowest test), in CPU seconds): the reference runs on every task at first load (also cached),
+which doubles as a check of the extraction: a test the reference itself fails with a wrong
+answer or an error in every run is dropped and counted, never scored. A timeout or a harness
+error depends on the machine, not the data: it is retried, never cached, and an error if it
+persists.
 """
 
 from __future__ import annotations
@@ -26,19 +29,17 @@ from pathlib import Path
 
 from selfplay_core.datasets.asserts import AssertCase, Unsupported, cases_from_statements, name_is
 from selfplay_core.datasets.benchmark import BenchmarkSet, Skipped
-from selfplay_core.datasets.evalplus import MEMORY_LIMIT_MB, data_root, file_sha256
-from selfplay_core.datasets.evalplus import _read_jsonl_gz
+from selfplay_core.datasets.evalplus import MEMORY_LIMIT_MB, _read_jsonl_gz, data_root, file_sha256
 from selfplay_core.datasets.expected import cache_dir
+from selfplay_core.datasets.limits import MIN_TIME_LIMIT_S, time_limit_from_reference
 from selfplay_core.problems import InputError, Problem, TestCase
 from selfplay_core.sandbox import Executor, Sample, SandboxConfig
 from selfplay_core.values import from_json_obj, to_json_obj
 
-# Per-test time limit: evalplus's rule with a floor suited to a shared 2-core machine.
-TIME_LIMIT_FLOOR_S = 3.0
-TIME_FACTOR = 4.0
 CALIBRATION_LIMIT_S = 60.0
+CALIBRATION_RETRIES = 2
 _RECORD_SEED = 20240801
-_CACHE_FORMAT = "1"
+_CACHE_FORMAT = "2"
 # evalplus's not-None oracle for MBPP tasks whose reference returns a match object or None.
 _MBPP_NOT_NONE = {"check_str", "text_match_three", "text_starta_endb"}
 
@@ -70,7 +71,7 @@ def _problem_from_cases(tid, entry, cases, prompt, meta, oracle=None, atol=None)
     return Problem(
         id=tid, kind="call", entry_point=entry,
         tests=[TestCase(args=list(c.args), expected=c.expected) for c in cases],
-        time_limit_s=TIME_LIMIT_FLOOR_S, memory_limit_mb=MEMORY_LIMIT_MB,
+        time_limit_s=MIN_TIME_LIMIT_S, memory_limit_mb=MEMORY_LIMIT_MB,
         atol=a if atol is None else atol, oracle=o if oracle is None else oracle,
         prompt=prompt, metadata=meta,
     )
@@ -158,33 +159,57 @@ def _own_executor(executor):
     return executor or Executor(SandboxConfig(max_sample_time_s=600.0))
 
 
+_MACHINE_DEPENDENT = ("timeout", "harness_error")
+
+
 def _calibrate(problems: list[Problem], refs: dict[str, str], executor) -> dict[str, dict]:
     """Run each reference on its tests: which tests it fails (an extraction or data bug) and
-    how slow its slowest test is."""
+    how much CPU its slowest test takes. A problem whose run timed out or hit a harness
+    error is run again alone; if that persists it is an error, not a cached fact."""
     import dataclasses
 
     own = executor is None
     ex = _own_executor(executor)
+    out, trouble = {}, {}
     try:
-        probes = [dataclasses.replace(p, time_limit_s=CALIBRATION_LIMIT_S) for p in problems]
-        vs = ex.verify([(p, Sample(p.id, "reference", refs[p.id])) for p in probes], early_exit=False)
+        pending = list(problems)
+        for attempt in range(1 + CALIBRATION_RETRIES):
+            batches = [pending] if attempt == 0 else [[p] for p in pending]
+            pending = []
+            for batch in batches:
+                probes = [dataclasses.replace(p, time_limit_s=CALIBRATION_LIMIT_S) for p in batch]
+                vs = ex.verify([(p, Sample(p.id, "reference", refs[p.id])) for p in probes],
+                               early_exit=False)
+                for p, v in zip(batch, vs):
+                    if v.verdict.value == "compile_error":
+                        raise InputError(f"{p.id}: the reference solution does not compile "
+                                         f"({v.detail}); the data file is broken")
+                    bad = [t.verdict.value for t in v.tests if t.verdict.value != "passed"]
+                    if (v.verdict.value in _MACHINE_DEPENDENT or not v.tests
+                            or any(b in _MACHINE_DEPENDENT for b in bad)
+                            or len(v.tests) < len(p.tests)):
+                        trouble[p.id] = f"{v.verdict}: {v.detail}"
+                        pending.append(p)
+                        continue
+                    trouble.pop(p.id, None)
+                    failed = [i for i, t in enumerate(v.tests) if t.verdict.value != "passed"]
+                    out[p.id] = {"failed": failed,
+                                 "slowest_cpu_s": max(t.cpu_s or 0.0 for t in v.tests)}
+            if not pending:
+                break
     finally:
         if own:
             ex.close()
-    out = {}
-    for p, v in zip(problems, vs):
-        if v.verdict.value in ("harness_error", "compile_error") or not v.tests:
-            raise InputError(f"{p.id}: the reference solution could not be run "
-                             f"({v.verdict}: {v.detail}); the data file or the sandbox is broken")
-        failed = [i for i, t in enumerate(v.tests) if t.verdict.value != "passed"]
-        failed += list(range(len(v.tests), len(p.tests)))
-        out[p.id] = {"failed": failed, "slowest_s": max(t.time_s for t in v.tests)}
+    if trouble:
+        raise InputError(f"the reference solution of {', '.join(sorted(trouble)[:5])} could not "
+                         f"be run to the end in {1 + CALIBRATION_RETRIES} tries "
+                         f"({next(iter(trouble.values()))}); the machine or the sandbox is broken")
     return out
 
 
 def _apply_calibration(bench_name, sha, problems, refs, executor, skipped) -> list[Problem]:
-    """evalplus's time rule, max(floor, 4 x the reference's slowest test), and no test the
-    reference itself fails (each one dropped is counted in `skipped`)."""
+    """The time rule of `limits.time_limit_from_reference`, and no test the reference itself
+    fails (each one dropped is counted in `skipped`)."""
     import dataclasses
 
     cal = _cached(f"{bench_name}-calibration", sha, [p.id for p in problems],
@@ -199,8 +224,8 @@ def _apply_calibration(bench_name, sha, problems, refs, executor, skipped) -> li
             skipped.append(Skipped(p.id, "reference fails every test"))
             continue
         meta = dict(p.metadata, **({"dropped_tests": len(c["failed"])} if c["failed"] else {}))
-        out.append(dataclasses.replace(p, tests=tests, metadata=meta, time_limit_s=round(
-            max(TIME_LIMIT_FLOOR_S, TIME_FACTOR * c["slowest_s"]), 3)))
+        out.append(dataclasses.replace(p, tests=tests, metadata=meta,
+                                       time_limit_s=time_limit_from_reference([c["slowest_cpu_s"]])))
     return out
 
 
@@ -239,7 +264,7 @@ def load_humaneval(path: str | Path | None = None, *, executor=None) -> Benchmar
             problems[tid] = Problem(
                 id=tid, kind="call", entry_point=entry,
                 tests=[TestCase(args=list(a), expected=o) for a, o in pairs],
-                time_limit_s=TIME_LIMIT_FLOOR_S, memory_limit_mb=MEMORY_LIMIT_MB,
+                time_limit_s=MIN_TIME_LIMIT_S, memory_limit_mb=MEMORY_LIMIT_MB,
                 atol=1e-4 if poly else 0.0, oracle="poly_root" if poly else "default",
                 prompt=prompt, metadata={"source_tests": "recorded", "why_recorded": why},
             )

@@ -321,6 +321,40 @@ def _to_problem(r: LcbRow, row: dict, *, tests, time_limit_s, memory_limit_mb) -
 
 
 # ------------------------------------------------------------------------------------------------
+# Tests the statement shows
+# ------------------------------------------------------------------------------------------------
+
+_WS = re.compile(r"\s+")
+
+
+def _squash(text: str) -> str:
+    return _WS.sub("", text)
+
+
+def test_is_shown(problem: Problem, test: TestCase) -> bool:
+    """Whether the statement shows this test: its input and its expected output both appear
+    in the statement (whitespace ignored; a functional test's arguments each as JSON). Short
+    values can match by chance, which errs toward "shown": never toward a test a student
+    could not have copied."""
+    text = _squash(problem.prompt or "")
+    if problem.kind == "stdin":
+        return _squash(test.stdin or "") in text and _squash(str(test.expected)) in text
+    try:
+        parts = [json.dumps(a) for a in (test.args or [])] + [json.dumps(test.expected)]
+    except (TypeError, ValueError):
+        return False
+    return all(_squash(x) in text for x in parts)
+
+
+def every_test_shown(problem: Problem) -> bool:
+    """True when every test of `problem` is one the statement shows (the sample blocks): a
+    program that copies the statement's sample outputs passes it, so it cannot give a
+    training reward. LCB's public tests are exactly its statements' samples; the hub
+    release's private tests are hidden."""
+    return all(test_is_shown(problem, t) for t in problem.tests)
+
+
+# ------------------------------------------------------------------------------------------------
 # Filters. A row whose attribute is unknown is placed only when the answer is certain.
 # ------------------------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from selfplay_core.datasets.benchmark import BenchmarkSet, Skipped
+from selfplay_core.datasets.benchmark import BenchmarkSet
 from selfplay_core.datasets.classic import load_humaneval, load_mbpp
 from selfplay_core.datasets.evalplus import file_sha256, load_humanevalplus, load_mbppplus
 from selfplay_core.datasets.expected import attach_expected
@@ -37,18 +37,16 @@ def load_evalplus(name: str, path: str | Path | None = None, *, executor=None,
         keep = _check_ids(name, ids, {p.id for p in problems})
         excluded = {p.id for p in problems if p.id not in keep}
         problems = [p for p in problems if p.id in keep]
+    # Every test keeps its expected value or loading fails (expected.attach_expected).
     problems = attach_expected(problems, canon, dataset_key=f"{name}-{sha[:16]}",
                                executor=executor, progress=progress, on_compute=on_compute)
-    skipped = [Skipped(p.id, "reference fails this test or returns a non-plain value",
-                       f"{p.metadata['dropped_tests']} tests")
-               for p in problems if p.metadata.get("dropped_tests")]
     return BenchmarkSet(name=name, version=_EVALPLUS_RELEASES.get(sha, "unknown (local file)"),
-                        source=str(src), source_sha256=sha, problems=problems, skipped=skipped,
+                        source=str(src), source_sha256=sha, problems=problems, skipped=[],
                         references=canon, excluded_ids=excluded,
                         filters={"ids": sorted(set(ids))} if ids is not None else {},
                         notes=["expected outputs computed by running the canonical solutions in "
                                "the sandbox (evalplus's method); time limit per test = "
-                               "max(1 s, 4 x the canonical's slowest)"])
+                               "max(1 s, 4 x the canonical's slowest test), in CPU seconds"])
 
 
 def load_benchmark(name: str, data: str | Path | None = None, *, executor=None,

@@ -176,6 +176,7 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             ilog = IterationLog()
             timings: dict = {}
             timed = _timed(call, timings)
+            before = dict(getattr(ctx.executor, "stats", {}))
             method.run_iteration(ctx, ilog, timed)
             step = it + 1
             if step % cfg.eval.every == 0 or step == cfg.iterations:
@@ -183,6 +184,7 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             if step % cfg.eval.goalpost_every == 0 or step == cfg.iterations:
                 timed("goalposts", S.track_goalposts, ctx, f"iter {step}", ilog)
             _student_metrics(ilog)
+            _harness_errors(cfg, getattr(ctx.executor, "stats", {}), before, ilog, step)
             ilog.add(**timings, **{"time/iteration_s": time.perf_counter() - t0,
                                    "buffer/size": len(ctx.buffers),
                                    "buffer/diversity": ctx.buffers.diversity(),
@@ -219,6 +221,27 @@ def _abs_checkpoint(run_dir: Path, ckpt: str | None) -> str | None:
         return None
     p = Path(ckpt)
     return str(p if p.is_absolute() else run_dir / p)
+
+
+class HarnessFailure(RuntimeError):
+    """Too many verdicts of an iteration were the sandbox's own failures to trust the run."""
+
+
+def _harness_errors(cfg: RunConfig, stats: dict, before: dict, ilog: IterationLog, step: int) -> None:
+    """harness_errors: jobs the sandbox could not judge even after retrying (excluded from
+    pass rates and rollouts by the stages). Past `sandbox.max_harness_error_share` of the
+    iteration's jobs (and at least 3) the run stops: its rewards would rest on a broken
+    sandbox."""
+    jobs = stats.get("jobs", 0) - before.get("jobs", 0)
+    errors = stats.get("harness_errors", 0) - before.get("harness_errors", 0)
+    ilog.add(**{"harness_errors": errors,
+                "harness_retries": stats.get("harness_retries", 0) - before.get("harness_retries", 0)})
+    if errors >= 3 and errors > cfg.sandbox.max_harness_error_share * max(1, jobs):
+        raise HarnessFailure(
+            f"iteration {step}: {errors} of {jobs} sandbox jobs ended in a harness error after "
+            f"{cfg.sandbox.harness_retries} retries (more than sandbox.max_harness_error_share="
+            f"{cfg.sandbox.max_harness_error_share}); the sandbox is failing, see the warnings "
+            "above (a worker that keeps dying, a full disk, a missing bubblewrap)")
 
 
 def _student_metrics(ilog: IterationLog) -> None:

@@ -182,7 +182,27 @@ class RealWorld(World):
         self.train = train
         self._splits["train"] = SplitInfo(f"{lcb_train.version} window=train n={len(train)}",
                                           problems_hash(train), len(train))
-        self.real_tasks = list(train)
+        # A training reward must come from tests the student is not shown: a problem whose
+        # every test is a sample block of its statement is passed by copying the samples.
+        from selfplay_core.datasets.livecodebench import every_test_shown
+        self.real_tasks = [p for p in train if not every_test_shown(p)]
+        shown = len(train) - len(self.real_tasks)
+        self._drop("real_tasks", "every_test_shown_in_the_statement", shown)
+        if shown:
+            log.warning("world lcb: %d of %d training problems are not used as RL training tasks: "
+                        "every test they have is shown in the statement (public tests only; the "
+                        "hub release has hidden tests)", shown, len(train))
+        self._splits["real_tasks"] = SplitInfo(
+            f"{lcb_train.version} window=train n={len(self.real_tasks)} "
+            f"({shown} with every test in the statement left out)",
+            problems_hash(self.real_tasks), len(self.real_tasks))
+        if cfg.student.real_tasks_per_iteration and not self.real_tasks:
+            raise InputError(
+                f"world lcb: student.real_tasks_per_iteration={cfg.student.real_tasks_per_iteration} "
+                f"but none of the {len(train)} LiveCodeBench training problems has a test the "
+                "student is not shown (their tests are the statements' samples); use a release "
+                "with private tests (world.lcb_release, from the hub) or set "
+                "student.real_tasks_per_iteration=0")
         random.Random(f"real-order:{cfg.seed}").shuffle(self.real_tasks)
         self.goalpost_pool = _subset(train, w.max_goalpost_candidates, f"gp-candidates:{w.seed}")
         self._splits["goalpost_pool"] = SplitInfo(

@@ -124,8 +124,9 @@ def _totals(log: IterationLog, props: list[Proposal]) -> None:
     acc = [p for p in props if p.accepted]
     out = {"teacher/azr/proposals": n, "teacher/azr/accepted": len(acc),
            "teacher/azr/acceptance": len(acc) / n if n else 0.0}
-    if n:
-        out["teacher/azr/reward"] = sum(p.reward for p in props) / n
+    judged = [p for p in props if p.reward is not None]  # not a harness error
+    if judged:
+        out["teacher/azr/reward"] = sum(p.reward for p in judged) / len(judged)
     if acc:
         out["teacher/azr/pass_rate"] = sum(p.pass_rate for p in acc) / len(acc)
     if "teacher/azr_induction/fidelity" in log.metrics:

@@ -1,7 +1,8 @@
 """AZR's deduction and abduction rounds: triplets (program, input, output).
 
 The proposer sees K reference triplets from its type's buffer and writes a program and one
-input; the executor runs it for the output (twice, in different worker processes). Deduction:
+input; the executor runs it for the output (`stages.check_references`: twice, in fresh
+processes, under the import allow-list). Deduction:
 the student predicts the output from program and input (compared as data, in this process).
 Abduction: the student gives an input from program and output, checked by running the program
 on it in the sandbox. Prompts and parsers: `roles.azr`.
@@ -15,8 +16,8 @@ from selfplay_core.problems import Problem, TestCase
 from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.roles import azr as azr_role
 from selfplay_core.roles.common import Rejection, signature_of
-from selfplay_core.values import Digest
 from selfplay_core.solve import SolveResult
+from selfplay_core.values import Digest
 
 
 def triplet_kind(task_type: str) -> str:
@@ -76,10 +77,11 @@ class TripletRound(Round):
                 for (a, prompt), comps in zip(plan, groups)]
 
     def validate(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
-        """Parse (a program and one input literal), then gate: allowed imports, the program runs
-        in time and gives the same output in two worker processes, the output is a literal a
-        student could write (not too large), the student's prompt fits the model, and the task
-        is not a near-duplicate of this type's buffer or a batch-mate (or an evaluation item)."""
+        """Parse (a program and one input literal), then gate (`stages.check_references`):
+        allowed imports at run time, the program runs in time and gives the same output in two
+        processes, also on other triplets' inputs; the output is a literal a student could
+        write (not too large), the student's prompt fits the model, and the task is not a
+        near-duplicate of this type's buffer or a batch-mate (or an evaluation item)."""
         a = self.config
         reasons: dict[str, int] = {}
         reject = S.rejector(reasons)
@@ -89,19 +91,19 @@ class TripletRound(Round):
             if isinstance(p.parsed, Rejection):
                 reject(p, f"parse_{p.parsed.reason}")
                 continue
-            if S.banned_import(p.parsed.code):
-                reject(p, "banned_import")
-                continue
             prob = Problem(id=p.id, kind="call", entry_point="f",
                            tests=[TestCase(args=list(p.parsed.args), has_expected=False)],
                            time_limit_s=1.0, memory_limit_mb=256)
             todo.append((p, prob))
         batch_texts: list[str] = []
-        for (p, prob), (r1, bad) in zip(todo, S.run_twice(ctx, [(prob, p.parsed.code) for p, prob in todo])):
+        # The proposed input alone cannot show nondeterminism that other inputs would: the
+        # other triplets' inputs of the same arity run as extra probes.
+        checks = S.check_references(ctx, [(prob, p.parsed.code) for p, prob in todo])
+        for (p, prob), (outputs, bad) in zip(todo, checks):
             if bad:
                 reject(p, bad)
                 continue
-            out = r1.outputs[0]
+            out = outputs[0]
             why = (Rejection(azr_role.TOO_LARGE) if type(out) is Digest
                    else azr_role.is_literal_value(out, a.max_literal_chars))
             if why is not None:
@@ -151,11 +153,16 @@ class TripletRound(Round):
             passed = [ok[i * n:(i + 1) * n] for i in range(len(acc))]
         parsed = 0
         for p, comps, row, oks in zip(acc, groups, answers, passed):
-            rej = [a.reason if isinstance(a, Rejection) else (None if ok else "wrong_answer")
+            # ok is None where the sandbox could not run an abduction check (harness error)
+            rej = [a.reason if isinstance(a, Rejection) else
+                   ("harness_error" if ok is None else None if ok else "wrong_answer")
                    for a, ok in zip(row, oks)]
             parsed += sum(not isinstance(a, Rejection) for a in row)
-            p.solve = SolveResult(p.problem, comps, list(oks), rej)
-            p.pass_rate = sum(oks) / len(oks)
+            r = SolveResult(p.problem, comps, [bool(ok) for ok in oks], rej, [ok is None for ok in oks])
+            if not S.has_pass_rate(p, r):
+                continue
+            p.solve = r
+            p.pass_rate = r.c / r.n
         log.add(**{f"student/{self.kind}/parsed": parsed / (n * len(acc))})
 
     def score(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:

@@ -80,6 +80,7 @@ class Vote:
     rejections: list            # per answer: why it gave no program, else None
     runs: list                  # runs[answer][test]: vote key of its output, None if none
     values: list                # runs' decoded outputs, same shape
+    excluded: list = field(default_factory=list)   # per answer: a harness error (no vote, not in p̂)
     labels: list = field(default_factory=list)
 
 
@@ -94,7 +95,7 @@ def majority_vote(ctx, problems: list[Problem], m: int) -> list[Vote]:
     for prob, comps in zip(problems, groups):
         n_tests = len(prob.tests)
         v = Vote(comps, [None] * len(comps), [[None] * n_tests for _ in comps],
-                 [[None] * n_tests for _ in comps])
+                 [[None] * n_tests for _ in comps], [False] * len(comps))
         for j, c in enumerate(comps):
             ans = parse_student(c.text, prob.metadata["signature"], "f")
             if isinstance(ans, Rejection):
@@ -104,6 +105,9 @@ def majority_vote(ctx, problems: list[Problem], m: int) -> list[Vote]:
         votes.append(v)
     results = ctx.executor.run([(prob, code) for _, _, prob, code in jobs]) if jobs else []
     for (v, j, _, _), r in zip(jobs, results):
+        if r.harness_error:     # the sandbox's fault, not the answer's: it neither votes nor counts
+            v.excluded[j], v.rejections[j] = True, "harness_error"
+            continue
         for t, (out, err) in enumerate(zip(r.outputs, r.errors)):
             if err is None:
                 v.runs[j][t], v.values[j][t] = vote_key(out), out
@@ -173,6 +177,9 @@ class RZeroRound(Round):
                 metadata={"signature": p.parsed.signature, "kind": p.kind})))
         for (p, prob), v in zip(todo, majority_vote(ctx, [prob for _, prob in todo], self.config.answers)):
             kept = [i for i, lab in enumerate(v.labels) if lab is not None]
+            if all(v.excluded):
+                reject(p, "harness_error")      # no reward: score leaves it unjudged
+                continue
             if len(kept) < t.min_inputs:
                 reject(p, "no_majority")
                 continue
@@ -187,7 +194,8 @@ class RZeroRound(Round):
             agree = agreement(runs, labels)
             p.problem = prob
             p.solve = SolveResult(prob, v.completions, agree,
-                                  [None if ok else (why or "disagrees") for ok, why in zip(agree, v.rejections)])
+                                  [None if ok else (why or "disagrees") for ok, why in zip(agree, v.rejections)],
+                                  excluded=list(v.excluded))
         S.log_acceptance(log, self.kind, proposals, reasons)
 
     def estimate(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:

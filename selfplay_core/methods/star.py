@@ -98,7 +98,7 @@ class STaR(Method):
 
     def student_batch(self, ctx, proposals, log, call):
         first = call("solve_real", S.solve_real_tasks, ctx, log)
-        failed = [r for r in first if r.c == 0]
+        failed = [r for r in first if r.n and r.c == 0]   # all harness errors: not a failure
         again = call("rationalize", self.rationalize, ctx, failed, log) \
             if failed and self.config.rationalize else []
         k = self.config.keep_per_task
@@ -120,11 +120,12 @@ class STaR(Method):
             return []
         res = solve(ctx.engine, ctx.executor, [h for _, h, _ in todo], ctx.config.student.samples_per_task,
                     S.student_sampling(ctx))
-        solved = [Rationalization(first.problem, r.completions, r.passed, r.rejections, train_prompt_ids=ids)
+        solved = [Rationalization(first.problem, r.completions, r.passed, r.rejections, r.excluded,
+                                  train_prompt_ids=ids)
                   for (first, _, ids), r in zip(todo, res) if r.c > 0]
         log.add(**{"student/rationalized/retried": len(todo), "student/rationalized/solved": len(solved),
                    "student/rationalized/yield": len(solved) / len(todo),
-                   "student/rationalized/pass_rate": sum(r.c for r in res) / sum(r.n for r in res)})
+                   "student/rationalized/pass_rate": sum(r.c for r in res) / max(1, sum(r.n for r in res))})
         return solved
 
     def rollouts(self, ctx, proposals, student) -> list[Rollout]:
@@ -133,7 +134,7 @@ class STaR(Method):
         temp = ctx.config.engine.temperature
         rolls, rescore = [], []
         for kind, res in student:
-            kept = [comp for comp, ok in zip(res.completions, res.passed)
+            kept = [comp for comp, ok in res.scored()       # harness errors: no rollout
                     if ok and comp.token_ids and comp.logprobs is not None][: self.config.keep_per_task]
             for comp in kept:
                 prompt = getattr(res, "train_prompt_ids", None) or comp.prompt_token_ids

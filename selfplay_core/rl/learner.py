@@ -251,6 +251,42 @@ class Learner:
         if self.release_cuda_cache:
             empty_cuda_cache()
 
+    # ---- gradients without a step (a proposer reward that reads them: CompassPlay) ----------
+    def policy_gradient(self, rollouts: Sequence[Rollout], params: Sequence[torch.nn.Parameter]) -> torch.Tensor:
+        """The gradient of `-sum_i advantage_i * sum_t log pi(token_it)` with respect to `params`
+        only, at the current weights, flattened to float32 (the caller's advantages carry any
+        normalisation). Nothing a step uses is touched: no `.grad`, no optimizer state, eval
+        mode (no dropout). Only `params` require a gradient during the pass, so the backward
+        stops at the earliest of them: over the last layer it costs about one forward."""
+        model = self.unwrapped
+        flags = [(p, p.requires_grad) for p in model.parameters()]
+        was_training = model.training
+        total = None
+        try:
+            model.eval()
+            for p, _ in flags:
+                p.requires_grad_(False)
+            for p in params:
+                p.requires_grad_(True)
+            rollouts = [r for r in rollouts if r.completion_ids]
+            for start in range(0, len(rollouts), self.config.micro_batch_size):
+                b = _pad_batch(rollouts[start:start + self.config.micro_batch_size], self.pad_token_id,
+                               self.accelerator.device)
+                lp, _ = token_logprobs(model, b["ids"], b["attn"], temps=b["temps"], score_mask=b["cmask"],
+                                       chunk_tokens=self.config.logits_chunk_tokens)
+                loss = -((lp * b["cmask"]).sum(1) * b["adv"]).sum()
+                grads = torch.autograd.grad(loss, list(params), allow_unused=True)
+                flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1).float()
+                                  for g, p in zip(grads, params)])
+                total = flat if total is None else total + flat
+        finally:
+            for p, flag in flags:
+                p.requires_grad_(flag)
+            model.train(was_training)
+        if total is None:
+            total = torch.zeros(sum(p.numel() for p in params), device=self.accelerator.device)
+        return total
+
     # ---- state for exact resume -------------------------------------------------------------
     def state_dict(self) -> dict:
         return {"optimizer": self.optimizer.state_dict(), "steps": self.steps}

@@ -467,8 +467,9 @@ def check_deduction(answer: LiteralAnswer | Rejection, expected: Any, atol: floa
 
 
 def check_abductions(executor, items: list[tuple[str, LiteralAnswer | Rejection, int, Any]],
-                     time_limit_s: float = 1.0, memory_limit_mb: int = 256) -> list[bool]:
-    """(program, answer, n_params, expected output) -> whether program(answer) == expected.
+                     time_limit_s: float = 1.0, memory_limit_mb: int = 256) -> list[bool | None]:
+    """(program, answer, n_params, expected output) -> whether program(answer) == expected
+    (None where the sandbox failed to say, after its retries).
 
     The program is model-written, so it runs in the sandbox; the comparison happens in the
     trusted parent on the decoded plain value (a returned object with a lying `__eq__` is an
@@ -488,5 +489,6 @@ def check_abductions(executor, items: list[tuple[str, LiteralAnswer | Rejection,
     if jobs:
         verdicts = executor.verify([(p, s) for _, p, s in jobs])
         for (k, _, _), v in zip(jobs, verdicts):
-            out[k] = v.passed
+            # None: a harness error (the sandbox's fault, after its retries): no verdict
+            out[k] = None if v.verdict.value == "harness_error" else v.passed
     return out

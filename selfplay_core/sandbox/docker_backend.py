@@ -81,16 +81,22 @@ class DockerLauncher:
                                      f"{config.docker_image!r}: {_short(e)}") from e
         self.run_tag = uuid.uuid4().hex[:12]
 
-    def container_options(self, index: int) -> tuple[dict, dict]:
+    def container_options(self, index: int, hash_seed: int | None = None,
+                          preload: str | None = None) -> tuple[dict, dict]:
         """(container config, host config) for the low-level `create_container` call."""
+        from selfplay_core.sandbox.backends import _worker_cmd
         cfg = self.config
+        env = dict(_CONTAINER_ENV)
+        if hash_seed is not None:
+            env["PYTHONHASHSEED"] = str(hash_seed)
         mem = f"{cfg.docker_memory_mb}m"
         tmp_mb = max(64, min(1024, cfg.docker_memory_mb // 4))
         config = dict(
             image=cfg.docker_image,
-            command=[_PYTHON, "-I", "-S", "-c", worker_source(), "-1", self.isolation],
+            command=_worker_cmd(_PYTHON, -1, self.isolation, hash_seed, preload),
+            # (memory: the container's own cgroup, mem_limit below)
             user="65534:65534",
-            environment=dict(_CONTAINER_ENV),
+            environment=env,
             use_config_proxy=False,  # no proxy variables from the client's config either
             working_dir="/tmp",
             hostname="sandbox",
@@ -119,14 +125,16 @@ class DockerLauncher:
         )
         return config, host
 
-    def spawn(self, index: int) -> "DockerWorker":
-        return DockerWorker(self, index)
+    def spawn(self, index: int, hash_seed: int | None = None,
+              preload: str | None = None) -> "DockerWorker":
+        return DockerWorker(self, index, hash_seed, preload)
 
 
 class DockerWorker:
     """A worker in a container, reached through an attached stdin/stdout socket."""
 
-    def __init__(self, launcher: DockerLauncher, index: int):
+    def __init__(self, launcher: DockerLauncher, index: int, hash_seed: int | None = None,
+                 preload: str | None = None):
         self._launcher = launcher
         self._api = launcher.client.api
         self._raw = b""
@@ -137,7 +145,7 @@ class DockerWorker:
         self.container_id: str | None = None
         self.timings: dict[str, float] = {}
         t0 = time.monotonic()
-        opts, host = launcher.container_options(index)
+        opts, host = launcher.container_options(index, hash_seed, preload)
         try:
             cid = self._api.create_container(
                 host_config=self._api.create_host_config(**host), **opts)["Id"]

@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from collections import deque
 from typing import Callable, Sequence
 
-from selfplay_core.sandbox import worker as _worker_mod
 from selfplay_core.sandbox.backends import Launcher, WorkerProcess
 
 log = logging.getLogger(__name__)
 
-# Time granted on top of a job's own deadline before the parent declares the worker stuck.
-_PARENT_GRACE_S = 10.0
+# A worker with a job that has said nothing for this long is stuck (it sends a keepalive at
+# least every worker._KEEPALIVE_S). Silence, not the job's deadline: the worker stretches
+# deadlines by the time its child waited for a CPU, which only it can see, so on a loaded
+# machine a healthy worker can run past the deadline the parent knows.
+_SILENCE_S = 30.0
 
 
 @dataclass
@@ -30,8 +32,11 @@ class Job:
     """One program run: call mode (one child runs all tests) or stdin mode (one per test).
 
     `inputs_json` is a JSON array text: tagged-JSON argument lists (call) or strings (stdin).
-    `on_record(record) -> bool` sees each result record as it arrives; returning False aborts
-    the job (early exit).
+    `on_record(test, wall_s, cpu_s, payload) -> bool` sees each test result as it arrives
+    (test index and times measured by the worker, payload as sent: see `worker`); returning False
+    aborts the job (early exit). Records are never buffered here.
+    `pure`: run under an import allow-list with the pure seccomp profile (reference runs):
+    `{"allowed": [...], "clock_offset": seconds}`.
     """
 
     mode: str
@@ -43,13 +48,13 @@ class Job:
     memory_mb: int
     output_mb: int
     deadline: float
-    on_record: Callable[[dict], bool] | None = None
+    on_record: Callable[[int, float, float, bytes], bool] | None = None
     worker: int | None = None  # run on this worker slot (mod pool size); None: any
+    pure: dict | None = None
 
 
 @dataclass
 class JobOutcome:
-    records: list[dict] = field(default_factory=list)
     end: dict = field(default_factory=dict)
     harness_error: str | None = None
     aborted: bool = False
@@ -57,24 +62,35 @@ class JobOutcome:
 
 
 def _job_line(job_id: int, job: Job) -> bytes:
-    head = json.dumps({
+    head = {
         "op": "run", "id": job_id, "mode": job.mode, "code": job.code, "entry": job.entry,
         "time_limit": job.time_limit, "memory_mb": job.memory_mb, "output_mb": job.output_mb,
         "deadline": job.deadline,
-    })
-    return (head[:-1] + ',"inputs":' + job.inputs_json + "}\n").encode()
+    }
+    if job.pure is not None:
+        head["pure"] = job.pure
+    text = json.dumps(head)
+    return (text[:-1] + ',"inputs":' + job.inputs_json + "}\n").encode()
 
 
-def _parse_record(payload: bytes) -> dict:
-    # Records come from untrusted code: decode defensively, never trust their shape.
+class _BadLine(ValueError):
+    """A worker line that breaks the framing: the worker (trusted code) is broken."""
+
+
+def _parse_result(rest: bytes) -> tuple[int, float, float, bytes]:
+    """`<test> <wall seconds> <cpu seconds> <payload>` of an R line."""
+    i, _, rest = rest.partition(b" ")
+    wall, _, rest = rest.partition(b" ")
+    cpu, _, payload = rest.partition(b" ")
+    if not (i.isdigit() and len(i) < 10) or len(wall) > 20 or len(cpu) > 20:
+        raise _BadLine("bad result framing")
     try:
-        rec = _worker_mod.decode_value(payload)
-    except (ValueError, RecursionError, TypeError, IndexError, KeyError, MemoryError,
-            AttributeError, UnicodeDecodeError):
-        return {"c": "corrupt"}
-    if type(rec) is not dict:
-        return {"c": "corrupt"}
-    return rec
+        secs = float(wall), float(cpu)
+    except ValueError:
+        raise _BadLine("bad result time") from None
+    if not all(0.0 <= x < 1e7 for x in secs):
+        raise _BadLine("bad result time")
+    return int(i), secs[0], secs[1], payload
 
 
 class _Slot:
@@ -82,9 +98,17 @@ class _Slot:
         self.index = index
         self.proc = proc
         self.buf: list[bytes] = []  # a partial line, as chunks (joined once it completes)
-        self.job_id: int | None = None
-        self.started = 0.0
-        self.abort_sent = False
+        # Jobs sent to this worker, oldest (the running one) first. Up to `_DEPTH` are sent
+        # ahead, so the worker starts its next job without waiting for a round trip to us.
+        self.queue: deque[int] = deque()
+        self.started = 0.0        # when the running job started (as far as we can tell)
+        self.heard = 0.0          # when the worker last sent anything (or its job started)
+        self.aborted: set[int] = set()
+        self.restart = False      # the worker said it will exit after its job: replace it
+
+    @property
+    def job_id(self) -> int | None:
+        return self.queue[0] if self.queue else None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Complete lines in `chunk` (plus what was pending); linear in the data size."""
@@ -96,13 +120,27 @@ class _Slot:
         return lines
 
 
+_DEPTH = 2
+# A job is sent ahead (while its worker runs another one) only if its line fits the pipe
+# unread: a longer write would block this loop while the worker may be blocked writing its
+# results to us.
+_AHEAD_MAX_BYTES = 32 << 10
+
+
 class WorkerPool:
-    def __init__(self, launcher: Launcher, workers: int):
+    """`spawn_args[i]` (optional) are extra keyword arguments for slot i's `launcher.spawn`
+    (hash seed, preload list: the reference pool uses them)."""
+
+    def __init__(self, launcher: Launcher, workers: int, spawn_args: list[dict] | None = None,
+                 index_base: int = 0):
         self.launcher = launcher
         self.n = workers
+        self.spawn_args = spawn_args or [{} for _ in range(workers)]
+        self.index_base = index_base
         self._slots: list[_Slot] = []
         self._next_id = 0
         self.info: dict = {}
+        self.respawns = 0
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -111,16 +149,22 @@ class WorkerPool:
             self._slots.append(_Slot(i, self._spawn(i)))
 
     def _spawn(self, index: int) -> WorkerProcess:
-        proc = self.launcher.spawn(index)
+        proc = self.launcher.spawn(self.index_base + index, **self.spawn_args[index])
         self.info = proc.ready_info
         return proc
 
     def _respawn(self, slot: _Slot) -> None:
         slot.proc.kill()
+        self.respawns += 1
         slot.proc = self._spawn(slot.index)
         slot.buf = []
-        slot.job_id = None
-        slot.abort_sent = False
+        slot.queue.clear()
+        slot.aborted.clear()
+        slot.restart = False
+
+    def ready_infos(self) -> list[dict]:
+        self.start()
+        return [s.proc.ready_info for s in self._slots]
 
     def close(self) -> None:
         for s in self._slots:
@@ -132,7 +176,7 @@ class WorkerPool:
             ) -> list[JobOutcome]:
         self.start()
         outcomes = [JobOutcome() for _ in jobs]
-        # Pinned jobs wait for their slot; the rest go to whichever slot frees up first.
+        # Pinned jobs wait for their slot; the rest go to whichever slot has room first.
         shared: deque[int] = deque()
         pinned: list[deque[int]] = [deque() for _ in self._slots]
         for i, job in enumerate(jobs):
@@ -140,80 +184,126 @@ class WorkerPool:
         by_id: dict[int, int] = {}
         sel = selectors.DefaultSelector()
 
-        def dispatch(slot: _Slot) -> bool:
+        def replace(slot: _Slot) -> None:
+            """A fresh worker in this slot; jobs still queued there (sent, not started: the
+            running one has been finished by the caller) go back to be sent again."""
+            for jid in reversed(slot.queue):
+                idx = by_id.pop(jid)
+                (shared if jobs[idx].worker is None else pinned[slot.index]).appendleft(idx)
+            slot.queue.clear()
+            sel.unregister(slot.proc.fileno())
+            self._respawn(slot)
+            sel.register(slot.proc.fileno(), selectors.EVENT_READ, slot)
+
+        def send_one(slot: _Slot) -> bool:
             own = pinned[slot.index]
-            if own:
-                idx = own.popleft()
-            elif shared:
-                idx = shared.popleft()
-            else:
+            source = own if own else shared
+            if not source:
                 return False
+            idx = source[0]
+            job = jobs[idx]
+            if slot.queue and (len(job.code) + len(job.inputs_json) > _AHEAD_MAX_BYTES
+                               or not getattr(slot.proc, "job_fits", lambda mb: True)(job.memory_mb)):
+                return False  # wait for the worker to be idle (see _AHEAD_MAX_BYTES; cgroups)
             self._next_id += 1
             jid = self._next_id
+            line = _job_line(jid, job)
+            if slot.queue and len(line) > _AHEAD_MAX_BYTES:
+                return False  # escaping made it longer than it looked
+            limit = getattr(slot.proc, "limit_memory", None)
+            if limit is not None and not slot.queue:
+                limit(job.memory_mb)  # the worker is idle: set its cgroup to this job's limit
+            source.popleft()
             by_id[jid] = idx
-            slot.job_id, slot.started, slot.abort_sent = jid, time.monotonic(), False
-            try:
-                slot.proc.send(_job_line(jid, jobs[idx]))
-            except OSError as e:
-                finish(slot, harness=f"could not send job to sandbox worker: {e}")
+            if not slot.queue:
+                slot.started = slot.heard = time.monotonic()
+            slot.queue.append(jid)
+            for attempt in (0, 1):
+                try:
+                    slot.proc.send(line)
+                    return True
+                except OSError as e:
+                    if attempt or len(slot.queue) > 1:
+                        # A fresh worker refused it too (or others are queued there): the
+                        # harness is broken; report this job, the rest is handled on EOF.
+                        finish(slot, jid, harness=f"could not send job to sandbox worker: {e}")
+                        return True
+                    # The worker died while idle (nobody's fault): replace it and retry.
+                    slot.queue.clear()
+                    replace(slot)
+                    slot.queue.append(jid)
+                    slot.started = slot.heard = time.monotonic()
             return True
 
-        def finish(slot: _Slot, end: dict | None = None, harness: str | None = None) -> None:
-            idx = by_id.pop(slot.job_id)
+        def dispatch(slot: _Slot) -> None:
+            if slot.restart and not slot.queue:
+                replace(slot)
+            while len(slot.queue) < (1 if slot.restart else _DEPTH) and send_one(slot):
+                pass
+
+        def finish(slot: _Slot, jid: int, end: dict | None = None, harness: str | None = None) -> None:
+            idx = by_id.pop(jid)
             out = outcomes[idx]
-            out.wall = time.monotonic() - slot.started
+            now = time.monotonic()
+            out.wall = now - slot.started
             if end is not None:
                 out.end = end
                 if end.get("status") == "harness":
-                    out.harness_error = end.get("note", "sandbox worker failed")
+                    out.harness_error = str(end.get("note", "sandbox worker failed"))[:300]
+                if end.get("restart"):
+                    slot.restart = True
             if harness:
                 out.harness_error = harness
-            slot.job_id = None
+            out.aborted = out.aborted or jid in slot.aborted
+            slot.aborted.discard(jid)
+            if jid in slot.queue:
+                slot.queue.remove(jid)
+            slot.started = slot.heard = now
             if on_done:
                 on_done(idx, out)
+
+        def lost(slot: _Slot, why: str) -> None:
+            if slot.queue:
+                finish(slot, slot.queue[0], harness=why)
+            log.warning("%s (worker %d)", why, slot.index)
+            replace(slot)
 
         for slot in self._slots:
             sel.register(slot.proc.fileno(), selectors.EVENT_READ, slot)
             dispatch(slot)
         try:
-            while any(s.job_id is not None for s in self._slots):
+            while any(s.queue for s in self._slots):
                 now = time.monotonic()
                 timeout = 1.0
                 for slot in self._slots:
-                    if slot.job_id is not None:
-                        limit = jobs[by_id[slot.job_id]].deadline + _PARENT_GRACE_S
-                        timeout = max(0.0, min(timeout, slot.started + limit - now))
+                    if slot.queue:
+                        timeout = max(0.0, min(timeout, slot.heard + _SILENCE_S - now))
                 events = sel.select(timeout)
                 for key, _ in events:
                     slot: _Slot = key.data
                     chunk = slot.proc.read_chunk()
+                    slot.heard = time.monotonic()
                     if not chunk:
-                        self._worker_lost(slot, sel, finish, "sandbox worker exited unexpectedly")
+                        lost(slot, "sandbox worker exited unexpectedly")
                         dispatch(slot)
                         continue
                     for line in slot.feed(chunk):
-                        self._handle_line(slot, line, jobs, by_id, outcomes, finish)
-                    if slot.job_id is None:
-                        dispatch(slot)
+                        try:
+                            self._handle_line(slot, line, jobs, by_id, outcomes, finish)
+                        except _BadLine as e:
+                            if slot.queue:
+                                finish(slot, slot.queue[0],
+                                       harness=f"sandbox worker sent a bad line ({e})")
+                            slot.restart = True
+                    dispatch(slot)
                 now = time.monotonic()
                 for slot in self._slots:
-                    if slot.job_id is not None:
-                        limit = jobs[by_id[slot.job_id]].deadline + _PARENT_GRACE_S
-                        if now - slot.started > limit:
-                            self._worker_lost(slot, sel, finish,
-                                              "sandbox worker stopped answering; restarted")
-                            dispatch(slot)
+                    if slot.queue and now - slot.heard > _SILENCE_S:
+                        lost(slot, "sandbox worker stopped answering; restarted")
+                        dispatch(slot)
         finally:
             sel.close()
         return outcomes
-
-    def _worker_lost(self, slot: _Slot, sel, finish, why: str) -> None:
-        if slot.job_id is not None:
-            finish(slot, harness=why)
-        sel.unregister(slot.proc.fileno())
-        log.warning("%s (worker %d)", why, slot.index)
-        self._respawn(slot)
-        sel.register(slot.proc.fileno(), selectors.EVENT_READ, slot)
 
     def _handle_line(self, slot: _Slot, line: bytes, jobs, by_id, outcomes, finish) -> None:
         kind, _, rest = line.partition(b" ")
@@ -221,27 +311,32 @@ class WorkerPool:
         try:
             jid = int(sid)
         except ValueError:
-            return
+            raise _BadLine("bad job id") from None
         if jid != slot.job_id:
             return  # a late line from a job already finished
         idx = by_id[jid]
         if kind == b"R":
             out = outcomes[idx]
-            if out.aborted:
+            if jid in slot.aborted:
                 return
-            rec = _parse_record(payload)
-            out.records.append(rec)
+            test, wall, cpu, data = _parse_result(payload)
             cb = jobs[idx].on_record
-            if cb is not None and not cb(rec) and not slot.abort_sent:
+            if cb is not None and not cb(test, wall, cpu, data):
+                slot.aborted.add(jid)
                 out.aborted = True
-                slot.abort_sent = True
                 try:
                     slot.proc.send(b'{"op":"abort","id":%d}\n' % jid)
                 except OSError:
                     pass
+        elif kind == b"K":
+            return  # alive (every byte from the worker already counted as such)
         elif kind == b"E":
             try:
                 end = json.loads(payload)
-            except ValueError:
-                end = {"status": "harness", "note": "unreadable end record"}
-            finish(slot, end=end)
+            except (ValueError, RecursionError):
+                end = None
+            if type(end) is not dict or type(end.get("status")) is not str:
+                raise _BadLine("unreadable end record")
+            finish(slot, jid, end=end)
+        else:
+            raise _BadLine("unknown line type")

@@ -4,22 +4,43 @@ This file runs in two places:
 
 * as the worker process (``python -I -S -c <this source> <uid> <isolation>``), started by a
   backend inside bubblewrap or a container. It forks one child per job (call tests) or per
-  test (stdin tests); the child drops privileges, applies rlimits and runs the untrusted code;
+  test (stdin tests); the child drops privileges, applies rlimits and a seccomp filter, and
+  runs the untrusted code;
 * imported by the trusted parent, which also re-exports the value codec from it (the one codec
-  shared by both sides lives in `selfplay_core/values.py`; the worker's program is that file's
-  source followed by this one's).
+  shared by both sides lives in `selfplay_core/values.py`; the worker's program is the codec's
+  and the seccomp filters' sources followed by this one's, see `backends.worker_source`).
 
 It must import nothing outside the standard library and must stay light: every fork copies it.
 
-Wire protocol (newline-delimited, UTF-8):
+Wire protocol, parent <-> worker (newline-delimited; the worker is trusted):
 
 parent -> worker   ``{"op": "run", "id", "mode": "call"|"stdin", "code", "entry", "inputs",
-                     "time_limit", "memory_mb", "output_mb", "deadline"}`` | ``{"op": "abort", "id"}``
-worker -> parent   ``READY <json>`` once; then ``R <id> <json>`` per result record and
-                   ``E <id> <json>`` once per job (status, signal, exit code, wall time).
+                     "time_limit", "memory_mb", "output_mb", "deadline"[, "pure"]}`` |
+                   ``{"op": "abort", "id"}``
+worker -> parent   ``READY <json>`` once; then per job ``R <id> <test> <seconds> <payload>``
+                   per test result and ``E <id> <json>`` once at its end. The test index and
+                   the time are the worker's own (its clock, its count); the payload is one of
+                   ``O <tagged json>`` (a call result, decoded strictly by the parent),
+                   ``E <json {"e", "m"}>`` (an exception), ``U <json {"m"}>`` (unserializable
+                   result), ``S <json string>`` (a stdin program's stdout); and
+                   ``K <id>`` at least every `_KEEPALIVE_S` while a job's child runs (the
+                   worker is alive: its deadlines stretch with time spent waiting for a CPU,
+                   which the parent cannot see, so the parent watches for silence instead).
 
-Result records of a call job come from the child and are *untrusted*: the parent parses them
-defensively. Expected outputs never reach this process.
+Child -> worker (the result pipe; untrusted once the program runs): one ASCII line per message.
+
+    S                    set-up done (written by trusted code before any untrusted code runs)
+    H <text>             set-up failed (only valid before S: the one harness error of a child)
+    C <text>             compile error           X <name> <text>   load error (call mode)
+    L                    loaded: module ran, entry found, Solution() built (call mode)
+    O <json>             one test's result        E <name> <text>   one test raised
+    U <text>             result not serializable
+
+The worker checks every line against this grammar and its position; anything else ends the
+job as ``corrupt`` (that sample's runtime error). Time is the worker's: every window (set-up,
+load incl. ``Solution()`` construction, each test) is enforced by the worker's clock and a
+SIGKILL, whatever the child does with its own signals. Expected outputs never reach this
+process.
 """
 
 import json
@@ -30,14 +51,25 @@ import sys
 _UID = None  # uid the children run as (None: cannot drop privileges)
 _ISOLATION = "none"
 _SCRATCH_ROOT = "/tmp/sp-scratch"
+_SECCOMP = None  # (base filter, pure filter) as ctypes sock_fprog objects, or None
+_MEMCG = False   # the worker lives in a memory cgroup of its own (the parent set its limit)
 
 # Modules solutions commonly use. Importing them once here makes every child start warm and
 # keeps imports working after the child has dropped to a uid that cannot read the stdlib dir.
+# Every preloaded module makes every fork dearer (page tables), so the list stays short.
 _PRELOAD = (
     "math cmath collections itertools functools heapq bisect re string typing operator copy "
-    "random decimal fractions statistics datetime hashlib array struct enum dataclasses "
-    "abc numbers textwrap io traceback time signal resource select errno"
+    "random decimal fractions statistics datetime array enum dataclasses abc numbers "
+    "io traceback errno"
 ).split()
+# What the worker itself needs, also when a reference pool preloads only its allow-list.
+_ESSENTIAL = "time signal resource select struct ctypes hashlib marshal platform".split()
+
+_START_S = 10.0          # fork -> "S": trusted set-up; longer means the machine is stuck
+_KEEPALIVE_S = 2.0       # "K <id>" to the parent at least this often while a job runs
+_LINE_MAX = 4096         # any child line other than "O"
+_NAME_MAX = 100
+_TEXT_MAX = 300
 
 
 # --------------------------------------------------------------------------------------------
@@ -52,27 +84,34 @@ if __name__ != "__main__":
 
 
 # --------------------------------------------------------------------------------------------
+# Seccomp: selfplay_core/sandbox/seccomp.py. In the sandbox its source runs ahead of this
+# file's (backends.worker_source); the trusted parent never needs it.
+# --------------------------------------------------------------------------------------------
+
+if __name__ != "__main__":  # imported by the parent: the worker's main() is not run here
+    from selfplay_core.sandbox.seccomp import build_filters, install_filter  # noqa: F401
+
+
+# --------------------------------------------------------------------------------------------
 # Child side: runs untrusted code. Everything below happens after fork, in the child only.
 # --------------------------------------------------------------------------------------------
 
-class _TestTimeout(BaseException):
-    pass
-
-
-def _on_alarm(signum, frame):
-    raise _TestTimeout()
-
-
 def _confine(job, scratch, out_fd, in_path):
-    """Drop privileges and set limits. Called in the child before any untrusted code runs."""
+    """Drop privileges, set limits, install seccomp. Runs before any untrusted code."""
     import resource
+    import signal
 
-    os.setsid()
+    os.setpgid(0, 0)  # own process group; setsid() would build a scheduler autogroup (slow)
     # Standard streams: stdin from the test input (or /dev/null), stdout/stderr to a file in
     # scratch whose size RLIMIT_FSIZE caps. Nothing else stays open but the result pipe.
     fd0 = os.open(in_path or "/dev/null", os.O_RDONLY)
     os.dup2(fd0, 0)
     os.close(fd0)
+    if _MEMCG:
+        # When the cgroup runs out, its OOM killer must pick the job, never the worker.
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+        os.write(fd, b"1000")
+        os.close(fd)
     if _UID is not None:
         os.setgroups([])
         os.setgid(_UID)
@@ -93,181 +132,234 @@ def _confine(job, scratch, out_fd, in_path):
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
     if _UID is not None:
         # Counted per uid, so only meaningful once we run as a uid of our own.
         resource.setrlimit(resource.RLIMIT_NPROC, (16, 16))
     # CPython ignores SIGXFSZ; restore the default so exceeding the output cap ends the run.
-    import signal
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-    os.environ.clear()
-    os.environ.update({"PATH": "/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch,
-                       "LANG": "C.UTF-8"})
-    sys.stdout = open(1, "w", closefd=False)
-    sys.stderr = open(2, "w", closefd=False)
-    sys.stdin = open(0, "r", closefd=False)
+    # The environment (PATH, LANG) and sys.std* (unbuffered so far, on fds 0-2 that were just
+    # re-pointed) were set up once in the worker; only the scratch paths are per job.
+    os.environ["HOME"] = os.environ["TMPDIR"] = scratch
     sys.argv = ["solution.py"]
     sys.setrecursionlimit(10000)
+    pure = job.get("pure")
+    if pure is not None:
+        for name in sorted(pure["allowed"]):
+            try:
+                __import__(name)  # loaded now: the program's imports then need no file access
+            except ImportError:
+                pass
+        if _SECCOMP is None:
+            raise OSError("reference runs need the seccomp filter (x86-64 only)")
+        install_filter(_SECCOMP, "pure")
+        _purify(pure)  # after seccomp: its ctypes calls would trip the audit hook
 
 
-def _emit(fd, obj):
-    data = (json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+class BannedImport(ImportError):
+    """A reference program reached for a module (or an OS facility) outside its allow-list."""
+
+
+def _purify(pure):
+    """Reference runs under an import allow-list: every import the program makes is checked
+    at run time (import statements and __import__ through its builtins; importlib and any
+    other route end in the audit hook's "import"/"open" events), and sensitive audit events
+    (files, processes, sockets, ctypes, new module loads) raise. With `clock_probe` the clock
+    is broken (see _break_clock). The pure seccomp filter, installed before this, refuses the
+    OS calls themselves, whatever route reaches them."""
+    import builtins
+    import time
+
+    allowed = frozenset(pure["allowed"])
+    real_import = builtins.__import__
+
+    def guarded(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and name.partition(".")[0] not in allowed:
+            raise BannedImport("import of %r is not allowed here" % name)
+        return real_import(name, globals, locals, fromlist, level)
+
+    _PROGRAM_BUILTINS.update(vars(builtins))
+    _PROGRAM_BUILTINS["__import__"] = guarded
+
+    blocked = ("open", "os.", "shutil.", "subprocess.", "socket.", "ctypes.", "mmap.",
+               "gc.get_", "sys._current_frames", "pty.", "resource.setrlimit", "signal.")
+
+    def hook(event, args):
+        if event == "import":
+            if args and str(args[0]).partition(".")[0] not in allowed:
+                raise BannedImport("import of %r is not allowed here" % (args[0],))
+        elif event.startswith(blocked):
+            raise BannedImport("%s is not allowed here" % event)
+
+    sys.addaudithook(hook)
+    if pure.get("clock_probe"):
+        _break_clock(time)
+
+
+def _break_clock(time):
+    """The determinism probe's clock: every reading is NaN (floats) or an error (integers,
+    broken-down times), so whatever the program computes from the clock differs from the
+    run with the real clock (an hour bucket, a parity, an elapsed-time loop), instead of
+    matching it by chance as a shifted clock would for about half of the buckets."""
+    nan = float("nan")
+
+    def no_clock(*args, **kw):
+        raise OSError("the clock is not available here")
+
+    for name in ("time", "monotonic", "perf_counter", "process_time", "thread_time"):
+        setattr(time, name, lambda: nan)
+    for name in ("time_ns", "monotonic_ns", "perf_counter_ns", "process_time_ns",
+                 "thread_time_ns", "clock_gettime", "clock_gettime_ns"):
+        setattr(time, name, no_clock)
+    for name in ("localtime", "gmtime", "ctime"):
+        real = getattr(time, name)
+        setattr(time, name, (lambda f: lambda *a: f(*a) if a and a[0] is not None else no_clock())(real))
+    real_strftime = time.strftime
+    time.strftime = lambda fmt, *a: real_strftime(fmt, *a) if a else no_clock()
+    real_asctime = time.asctime
+    time.asctime = lambda *a: real_asctime(*a) if a else no_clock()
+
+
+# The builtins the program's module namespace sees: the real ones, or a guarded copy.
+_PROGRAM_BUILTINS = {}
+
+
+def _program_globals():
+    return {"__name__": "__main__",
+            "__builtins__": _PROGRAM_BUILTINS if _PROGRAM_BUILTINS else __builtins__}
+
+
+def _line(fd, data):
+    data += b"\n"
     while data:
-        n = os.write(fd, data)
-        data = data[n:]
+        data = data[os.write(fd, data):]
 
 
-def _compile(code, fd):
+def _clean(text, limit=_TEXT_MAX):
     try:
-        return compile(code, "solution.py", "exec")
-    except BaseException as e:  # SyntaxError, ValueError (NUL bytes), MemoryError, RecursionError
-        _emit(fd, {"c": "compile_error", "m": "%s: %s" % (type(e).__name__, str(e)[:300])})
-        return None
-
-
-def _err_record(i, e, t):
-    if isinstance(e, _TestTimeout):
-        name = "__timeout__"
-    elif isinstance(e, OSError) and e.errno == 27:  # EFBIG: RLIMIT_FSIZE hit by a write
-        name = "__output_limit__"
-    else:
-        name = type(e).__name__
-    try:
-        msg = str(e)[:300]
+        s = str(text)[:limit]
     except BaseException:
-        msg = ""
-    return {"i": i, "e": name, "m": msg, "t": t}
+        s = "?"
+    return s.replace("\n", " ").replace("\r", " ").encode("ascii", "backslashreplace")[:limit * 4]
+
+
+def _ename(e):
+    return type(e).__name__[:_NAME_MAX].encode("ascii", "replace") or b"Exception"
 
 
 def _child_call(job, fd):
-    """Run every call test in this one process, streaming one record per test."""
-    import copy
-    import signal
-    import time
-
-    code = _compile(job["code"], fd)
-    if code is None:
-        return
-    signal.signal(signal.SIGALRM, _on_alarm)
-    limit = float(job["time_limit"])
-    g = {"__name__": "__main__", "__builtins__": __builtins__}
-    t0 = time.perf_counter()
+    """Run every call test in this one process, one result line per test, in order."""
     try:
-        signal.setitimer(signal.ITIMER_REAL, limit)
+        code = compile(job["code"], "solution.py", "exec")
+    except BaseException as e:  # SyntaxError, ValueError (NUL bytes), MemoryError, RecursionError
+        _line(fd, b"C " + _ename(e) + b": " + _clean(e))
+        return
+    g = _program_globals()
+    try:
         exec(code, g)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    except BaseException as e:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        rec = _err_record(-1, e, time.perf_counter() - t0)
-        rec["c"] = "load_error"
-        _emit(fd, rec)
-        return
-    entry = job["entry"]
-    try:
+        entry = job["entry"]
         if "." in entry:
             cls_name, meth = entry.split(".", 1)
+            if cls_name not in g:
+                raise LookupError("%s not defined" % cls_name)
             fn = getattr(g[cls_name](), meth)
         else:
+            if entry not in g:
+                raise LookupError("%s not defined" % entry)
             fn = g[entry]
     except BaseException as e:
-        _emit(fd, {"c": "load_error", "e": "MissingEntryPoint",
-                   "m": "%s not defined (%s)" % (entry, type(e).__name__)})
+        name = b"MissingEntryPoint" if type(e) is LookupError else _ename(e)
+        _line(fd, b"X " + name + b" " + _clean(e))
         return
-    _emit(fd, {"c": "loaded"})
-    for i, raw in enumerate(job["inputs"]):
+    _line(fd, b"L")
+    for raw in job["inputs"]:
         args = from_json_obj(raw)
-        t0 = time.perf_counter()
         try:
-            signal.setitimer(signal.ITIMER_REAL, limit)
             out = fn(*args)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            try:
-                enc = None
-                if _is_large(out):
-                    try:
-                        enc = '{"__h__":"%s"}' % _digest(out)
-                    except ValueError:  # not marshallable: a non-plain object
-                        pass
-                if enc is None:
-                    enc = encode_value(out)
-                t = time.perf_counter() - t0  # serialization counts: the worker's clock sees it
-                rec = '{"i":%d,"t":%r,"o":%s}' % (i, t, enc)
-            except (Unserializable, ValueError, TypeError, RecursionError) as e:
-                t = time.perf_counter() - t0
-                rec = None
-                _emit(fd, {"i": i, "e": "UnserializableResult", "m": str(e)[:300], "t": t})
-            if rec is not None:
-                data = (rec + "\n").encode()
-                while data:
-                    data = data[os.write(fd, data):]
         except BaseException as e:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            _emit(fd, _err_record(i, e, time.perf_counter() - t0))
-            if isinstance(e, (_TestTimeout, MemoryError)):
-                return  # the process state is no longer trustworthy for timing
-    _emit(fd, {"c": "done"})
+            _line(fd, b"E " + _ename(e) + b" " + _clean(e))
+            if isinstance(e, MemoryError):
+                return  # the process state is no longer trustworthy
+            continue
+        try:
+            enc = None
+            if _is_large(out):
+                try:
+                    enc = '{"__h__":"%s"}' % _digest(out)
+                except ValueError:  # not marshallable: a non-plain object
+                    pass
+            if enc is None:
+                enc = encode_value(out)
+        except BaseException as e:
+            _line(fd, b"U " + _clean(e))
+            continue
+        _line(fd, b"O " + enc.encode("ascii"))
 
 
-def _child_stdin(job, fd, i):
-    """Run the program once as a script, on the stdin already wired to fd 0."""
-    import signal
-    import time
-
-    code = _compile(job["code"], fd)
-    if code is None:
-        return
-    signal.signal(signal.SIGALRM, _on_alarm)
-    g = {"__name__": "__main__", "__builtins__": __builtins__}
-    t0 = time.perf_counter()
-    rec = {"i": i}
+def _child_stdin(job, fd):
+    """Run the program once as a script, on the stdin already wired to fd 0. Success is exit
+    status 0; a failure line tells why otherwise."""
     try:
-        signal.setitimer(signal.ITIMER_REAL, float(job["time_limit"]))
-        exec(code, g)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    except SystemExit as e:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        if e.code not in (None, 0):
-            rec.update(e="SystemExit", m=str(e.code)[:100])
+        code = compile(job["code"], "solution.py", "exec")
     except BaseException as e:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        rec.update(_err_record(i, e, 0.0))
-    rec["t"] = time.perf_counter() - t0
+        _line(fd, b"C " + _ename(e) + b": " + _clean(e))
+        return 1
+    try:
+        exec(code, _program_globals())
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            _line(fd, b"E SystemExit " + _clean(e.code, 100))
+            return 1
+    except BaseException as e:
+        _line(fd, b"E " + _ename(e) + b" " + _clean(e))
+        return 1
     try:
         sys.stdout.flush()
     except BaseException:
         pass
-    _emit(fd, rec)
+    return 0
 
 
 # --------------------------------------------------------------------------------------------
-# Worker side: trusted. Forks children, enforces wall clock, cleans up, relays records.
+# Worker side: trusted. Forks children, enforces every window, cleans up, relays results.
 # --------------------------------------------------------------------------------------------
 
-def _send(line):
-    data = (line + "\n").encode()
+def _send(data):
+    data += b"\n"
     while data:
         data = data[os.write(1, data):]
 
 
 def _make_scratch(job_id):
-    import shutil
     path = os.path.join(_SCRATCH_ROOT, "job-%d" % job_id)
     if os.path.lexists(path):
-        shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path, mode=0o700)
+        _remove_tree(path)
+    os.mkdir(path, 0o700)
     if _UID is not None:
         os.chown(path, _UID, _UID)
     return path
 
 
-def _wipe_tmp():
-    """Docker backend: children share our uid there and can write anywhere in /tmp (the only
-    writable place). Remove everything a job left, including entries it made unreadable, so
-    nothing carries over to the next sample. If that fails, exit: the backend starts a fresh
-    container."""
+def _remove_tree(path):
+    """Remove a job's scratch dir, including entries the job made unreadable. The fast path
+    (only the stdout file) costs two syscalls."""
+    import shutil
     import stat
     try:
-        stack = [os.path.join("/tmp", n) for n in os.listdir("/tmp")]
-        dirs = []
+        names = os.listdir(path)
+    except OSError:
+        names = None
+    if names is not None and all(n == "stdout" for n in names):
+        try:
+            for n in names:
+                os.unlink(os.path.join(path, n))
+            os.rmdir(path)
+            return
+        except OSError:
+            pass
+    stack, dirs = [path], []
+    try:
         while stack:
             p = stack.pop()
             st = os.lstat(p)
@@ -279,30 +371,44 @@ def _wipe_tmp():
                 os.unlink(p)
         for p in reversed(dirs):
             os.rmdir(p)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _wipe_tmp():
+    """Docker backend: children share our uid there and can write anywhere in /tmp (the only
+    writable place). Remove everything a job left, including entries it made unreadable, so
+    nothing carries over to the next sample. If that fails, exit: the backend starts a fresh
+    container."""
+    try:
+        for n in os.listdir("/tmp"):
+            _remove_tree(os.path.join("/tmp", n))
+        if os.listdir("/tmp"):
+            raise OSError("leftovers in /tmp")
         os.makedirs(_SCRATCH_ROOT, mode=0o755)
     except OSError:
         os._exit(3)
 
 
-def _sweep(child_pid):
-    """Kill everything the job left behind (setsid'd daemons included), then reap."""
+def _kill_all(child_pid):
+    """Kill every process the job left (daemons, setsid'd, still forking).
+
+    In a private pid namespace (bwrap) or a container, kill(-1) reaches every process but
+    pid 1 and this one, in one kernel pass that excludes new forks: a process that keeps
+    forking cannot outrun it, and a killed process never runs user code again. Without a pid
+    namespace a helper running as the job's uid does the same for that uid."""
     import signal
-    import time
-    try:
-        os.killpg(child_pid, signal.SIGKILL)
-    except OSError:
-        pass
-    me = os.getpid()
+    for kill in ((os.killpg, os.kill) if child_pid > 0 else ()):
+        try:
+            kill(child_pid, signal.SIGKILL)
+        except OSError:
+            pass
     if _ISOLATION != "none":
-        # Private pid namespace: every process but its init and us is job debris.
-        for name in os.listdir("/proc"):
-            if name.isdigit() and int(name) not in (1, me):
-                try:
-                    os.kill(int(name), signal.SIGKILL)
-                except OSError:
-                    pass
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
     elif _UID is not None:
-        # Shared pid namespace: a helper running as the job's uid kills all of that uid.
         pid = os.fork()
         if pid == 0:
             try:
@@ -311,16 +417,30 @@ def _sweep(child_pid):
                 os.kill(-1, signal.SIGKILL)
             finally:
                 os._exit(0)
-    end = time.monotonic() + 2.0
+
+
+def _reap():
+    """Wait for every killed process to be gone. False if one is still there after 5 s (the
+    worker then exits and is replaced)."""
+    import time
+    end = None
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            break
+            return True
         if pid == 0:
-            if time.monotonic() > end:
-                break
-            time.sleep(0.001)
+            now = time.monotonic()
+            if end is None:
+                end = now + 5.0
+            elif now > end:
+                return False
+            time.sleep(0.0001)
+
+
+def _sweep(child_pid):
+    _kill_all(child_pid)
+    return _reap()
 
 
 _ctrl = [b""]  # unread bytes from the parent (stdin is read unbuffered, so select() is exact)
@@ -343,114 +463,447 @@ def _ctrl_line(timeout):
     return line
 
 
+_queued = []  # jobs the parent sent ahead while another one ran
+
+
 def _poll_abort(job_id, timeout):
-    """True if the parent asked to abort this job (other control lines are dropped)."""
+    """True if the parent asked to abort this job. Jobs sent ahead are queued; aborts of
+    other jobs (already finished) are dropped."""
     line = _ctrl_line(timeout)
-    if line is None:
-        return False
+    while line is not None:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            msg = None
+        if type(msg) is dict:
+            if msg.get("op") == "abort" and msg.get("id") == job_id:
+                return True
+            if msg.get("op") == "run":
+                _queued.append(msg)
+        line = _ctrl_line(0) if b"\n" in _ctrl[0] else None
+    return False
+
+
+def _split_err(rest):
+    """b"<name> <text>" from a child line -> (name, text), both validated; None if bad."""
+    name, _, text = rest.partition(b" ")
+    if not (0 < len(name) <= _NAME_MAX and name.replace(b"_", b"a").replace(b".", b"a").isalnum()
+            and (name[:1].isalpha() or name[:1] == b"_")):
+        return None
+    return name.decode("ascii"), text[:_TEXT_MAX * 4].decode("ascii", "replace")
+
+
+def _wall_limit(limit):
+    """The wall-clock backstop of a window whose CPU-time limit is `limit`: a program that
+    sleeps or blocks uses no CPU. It counts wall time the child did not spend waiting for a
+    CPU (see _run_delay), so a loaded machine, which stretches wall time, cannot trip it."""
+    return 2.0 * limit + 1.0
+
+
+def _run_delay(pid):
+    """Seconds process `pid` (its main thread) has waited on a run queue, from
+    /proc/<pid>/schedstat; None where the kernel does not keep it, and None while the job has
+    other processes: then the wait may be for the job's own processes (a fork bomb), which
+    must not buy it time."""
     try:
-        msg = json.loads(line)
-    except ValueError:
-        return False
-    return msg.get("op") == "abort" and msg.get("id") == job_id
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid), "rb") as f:
+                if f.read().strip():
+                    return None
+        me = os.getpid()
+        with open("/proc/%d/task/%d/children" % (me, me), "rb") as f:
+            if f.read().split() != [b"%d" % pid]:
+                return None  # an orphan of the job was handed to us
+        with open("/proc/%d/schedstat" % pid, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
-def _run_child(job, scratch, mode, test_index, in_path, deadline_at, relay):
-    """Fork one child, relay its records, enforce time; return (status, signal, code)."""
+class _Window(object):
+    """A child's current window: started at (wall, cpu), limited to `limit` CPU seconds and
+    `_wall_limit(limit)` wall seconds. Before "S" only a fixed wall window applies."""
+
+    def __init__(self, job):
+        self.limit = float(job["time_limit"])
+        self.phase = "start"
+        self.wall0 = self.cpu0 = 0.0
+        self.k = 0
+        self.waited = 0.0
+
+    def open(self, phase, now, cpu):
+        self.phase, self.wall0, self.cpu0 = phase, now, cpu
+
+    def took(self, now, cpu):
+        return now - self.wall0, max(0.0, cpu - self.cpu0)
+
+
+class _Call(_Window):
+    """Worker-side state of a call-mode child: which window is open, which test is next."""
+
+    def __init__(self, job, relay):
+        _Window.__init__(self, job)
+        self.n = len(job["inputs"])
+        self.relay = relay
+
+    def on_line(self, line, now, cpu):
+        """-> end dict, or None to go on."""
+        tag = line[:1]
+        if self.phase == "start":
+            if line == b"S":
+                self.open("load", now, cpu)
+                return None
+            if tag == b"H":
+                return {"status": "harness", "note": line[2:300].decode("ascii", "replace")}
+            return {"status": "harness", "note": "sandbox child broke the protocol"}
+        if self.phase == "load":
+            if line == b"L":
+                self.open("test", now, cpu)
+                return None
+            if tag == b"C" and line[1:2] == b" ":
+                return {"status": "compile_error", "m": line[2:2000].decode("ascii", "replace")}
+            if tag == b"X" and line[1:2] == b" ":
+                err = _split_err(line[2:])
+                if err:
+                    return {"status": "load_error", "e": err[0], "m": err[1]}
+            return {"status": "corrupt"}
+        # phase "test"
+        if len(line) > 1 and line[1:2] != b" ":
+            return {"status": "corrupt"}
+        if tag == b"O":
+            payload = line
+        elif tag == b"E":
+            err = _split_err(line[2:])
+            if err is None:
+                return {"status": "corrupt"}
+            payload = b"E " + json.dumps({"e": err[0], "m": err[1]}).encode()
+        elif tag == b"U":
+            payload = b"U " + json.dumps({"m": line[2:1200].decode("ascii", "replace")}).encode()
+        else:
+            return {"status": "corrupt"}
+        wall, used = self.took(now, cpu)
+        self.relay(self.k, wall, used, payload)
+        self.k += 1
+        self.open("test", now, cpu)
+        if self.k == self.n:
+            return {"status": "done"}
+        return None
+
+
+class _Stdin(_Window):
+    """Worker-side state of one stdin-mode child (one test)."""
+
+    def __init__(self, job):
+        _Window.__init__(self, job)
+        self.failure = None
+
+    def on_line(self, line, now, cpu):
+        tag = line[:1]
+        if self.phase == "start":
+            if line == b"S":
+                self.open("run", now, cpu)
+                return None
+            if tag == b"H":
+                return {"status": "harness", "note": line[2:300].decode("ascii", "replace")}
+            return {"status": "harness", "note": "sandbox child broke the protocol"}
+        if tag == b"C" and line[1:2] == b" ":
+            return {"status": "compile_error", "m": line[2:2000].decode("ascii", "replace")}
+        if tag == b"E" and line[1:2] == b" ":
+            err = _split_err(line[2:])
+            if err:
+                self.failure = err
+                return {"status": "failed"}
+        return {"status": "corrupt"}
+
+
+def _pidfd(pid):
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return -1
+
+
+def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambda now: False):
+    """Feed the child's lines to `state` under the worker's clocks until the child is done.
+
+    Limits, all enforced here: before "S" a fixed wall window; then per window (load, each
+    test) `time_limit` seconds of the child's CPU time, read from the kernel's per-process
+    CPU clock, and a wall-clock backstop; and the job's whole-sample wall deadline. Wall time
+    spent waiting for a CPU is credited to both (`credit`: what earlier children of the job
+    waited). Returns (end dict or None, wait status or None, wall time at the end, child CPU
+    time at the end); `state.waited` is this child's run-queue wait, read (a few /proc
+    files) only where `credit_wanted(now)` says the job's deadline could come into play."""
     import select
-    import signal
     import time
 
+    job_id = job["id"]
+    pfd = _pidfd(pid)
+    clock = ((~pid) << 3) | 2  # CPU clock of process `pid` (MAKE_PROCESS_CPUCLOCK, SCHED)
+    cpu_now = [0.0]
+
+    def cpu():
+        try:
+            cpu_now[0] = time.clock_gettime(clock)
+        except OSError:
+            pass  # the process is gone: its last value stands (wait4 has the final one)
+        return cpu_now[0]
+
+    started = time.monotonic()
+    alive = started  # when the parent last heard of this job (see _KEEPALIVE_S)
+    grace = None  # the window that already had its one look into the pipe after its limit
+    buf, pending = [], 0
+    exited, eof = None, False
+    end = None
+    try:
+        while end is None:
+            now = time.monotonic()
+            if state.phase == "start":
+                if now - started >= _START_S:
+                    end = {"status": "harness", "note": "sandbox child did not start in time"}
+                    break
+                wait = started + _START_S - now
+            else:
+                used = cpu() - state.cpu0
+                wall_left = state.wall0 + _wall_limit(state.limit) - now
+                late = now >= deadline_at
+                if (wall_left <= 0 or late) and used < state.limit:
+                    # Time spent waiting for a CPU is not the program's: credit it (all of the
+                    # child's waiting so far, a slight overestimate for later windows).
+                    delay = _run_delay(pid) or 0.0
+                    wall_left += delay
+                    late = now - delay - credit >= deadline_at
+                if used >= state.limit or wall_left <= 0 or late:
+                    # A result already in the pipe when the limit passed counts (the worker may
+                    # have been slow to look): one look, then the window is over.
+                    token = (state.phase, state.k, state.wall0)
+                    ready = []
+                    if not eof and grace != token:
+                        ready, _, _ = select.select([r], [], [], 0)
+                    grace = token
+                    if not ready:
+                        end = {"status": "timeout"}
+                        break
+                    wait = 0.0
+                else:
+                    # CPU time cannot run ahead of wall time by more than the thread count;
+                    # waking at the CPU budget's wall equivalent catches it at the next look.
+                    wait = min(max(wall_left, 0.01), state.limit - used,
+                               max(deadline_at - now, 0.01))
+            if exited is not None:
+                wait = 0.0  # drain what is already in the pipe, then stop
+            elif pfd < 0:
+                wait = min(wait, 0.005)
+            fds = [0]
+            if not eof:
+                fds.append(r)
+            if pfd >= 0 and exited is None:
+                fds.append(pfd)
+            ready, _, _ = select.select(fds, [], [], max(0.0, min(wait, _KEEPALIVE_S)))
+            if time.monotonic() - alive >= _KEEPALIVE_S:
+                _send(b"K %d" % job_id)
+                alive = time.monotonic()
+            if 0 in ready and _poll_abort(job_id, 0.0):
+                end = {"status": "aborted"}
+                break
+            if r in ready:
+                try:
+                    chunk = os.read(r, 1 << 16)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    eof = True
+                else:
+                    now = time.monotonic()
+                    # A partial line is kept as a list of chunks: re-scanning one growing
+                    # buffer would be quadratic in the size of a large result.
+                    if b"\n" in chunk:
+                        buf.append(chunk)
+                        *lines, rest = b"".join(buf).split(b"\n")
+                        buf, pending = [rest], len(rest)
+                        c = cpu()
+                        for line in lines:
+                            if len(line) > _LINE_MAX and line[:1] != b"O":
+                                end = {"status": "corrupt"}
+                                break
+                            end = state.on_line(line, now, c)
+                            if end is not None:
+                                break
+                    else:
+                        buf.append(chunk)
+                        pending += len(chunk)
+                    if end is None and pending > cap:
+                        end = {"status": "output_limit"}
+                    continue
+            if exited is None and (pfd < 0 or pfd in ready or eof):
+                if pfd in ready and credit_wanted(now):
+                    state.waited = _run_delay(pid) or 0.0  # readable until reaped
+                p, st, ru = os.wait4(pid, os.WNOHANG)
+                if p:
+                    exited = st
+                    cpu_now[0] = ru.ru_utime + ru.ru_stime
+                elif eof and pfd < 0:
+                    time.sleep(0.0002)
+                continue
+            if exited is not None and r not in ready:
+                break  # the child is gone and its pipe holds nothing more
+    finally:
+        if pfd >= 0:
+            os.close(pfd)
+    if exited is None:
+        cpu()
+    return end, exited, time.monotonic(), cpu_now[0]
+
+
+def _exit_end(state, exited):
+    """The end of a child that exited (or was signalled) without an explicit end."""
+    import signal
+    if exited is None:
+        return {"status": "exited"}
+    if os.WIFSIGNALED(exited):
+        sig = os.WTERMSIG(exited)
+        status = {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit"}.get(sig, "signal")
+        if sig == signal.SIGKILL and _MEMCG:
+            # The worker kills a child only after it is done watching it: a SIGKILL seen
+            # here came from the cgroup's OOM killer (or the program itself).
+            status = "memory_limit"
+        end = {"status": status, "signal": sig}
+    else:
+        end = {"status": "exited", "code": os.WEXITSTATUS(exited)}
+    if state.phase == "start":
+        return {"status": "harness", "note": "sandbox child died during set-up (%s)" % end}
+    return end
+
+
+def _fork_child(job, scratch, in_path, body):
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # ---- child
+        status = 0
         try:
             os.close(r)
-            _confine(job, scratch, w, in_path)
-            if mode == "call":
-                _child_call(job, w)
-            else:
-                _child_stdin(job, w, test_index)
-        except BaseException as e:
             try:
-                _emit(w, {"c": "harness", "m": "%s: %s" % (type(e).__name__, e)})
-            except BaseException:
-                pass
-        os._exit(0)
-    # ---- worker
+                _confine(job, scratch, w, in_path)
+            except BaseException as e:
+                _line(w, b"H " + _ename(e) + b": " + _clean(e))
+                os._exit(0)
+            _line(w, b"S")
+            status = body(job, w) or 0
+        except BaseException:
+            status = 1
+        os._exit(status)
     os.close(w)
-    limit = float(job["time_limit"])
-    stall = limit * 1.5 + 0.5
-    cap = int(job["output_mb"]) << 20
-    buf, pending = [], 0  # the current partial line, as chunks, and its length
-    status, last = None, time.monotonic()
+    return pid, r
+
+
+def _run_job(job):
+    import time
+
+    t0 = time.monotonic()
     job_id = job["id"]
-    exited = None  # the child's wait status, once reaped
-    while True:
-        now = time.monotonic()
-        wait = min(deadline_at, last + stall) - now
-        if wait <= 0:
-            status = "timeout"
-            break
-        # Poll the child's exit too: a process it left behind can hold the pipe open, so EOF
-        # alone would only come at the stall deadline.
-        ready, _, _ = select.select([r, 0], [], [], min(wait, 0.05) if exited is None else 0)
-        if 0 in ready and _poll_abort(job_id, 0.0):
-            status = "aborted"
-            break
-        if r in ready:
+    deadline_at = t0 + float(job["deadline"])
+    cap = int(job["output_mb"]) << 20
+    prefix = b"R %d " % job_id
+
+    def relay(i, wall, cpu, payload):
+        _send(prefix + b"%d %.6f %.6f " % (i, wall, cpu) + payload)
+
+    scratch = _make_scratch(job_id)
+    try:
+        if job["mode"] == "call":
+            state = _Call(job, relay)
+            pid, r = _fork_child(job, scratch, None, _child_call)
             try:
-                chunk = os.read(r, 1 << 16)
-            except OSError:
-                chunk = b""
-            if not chunk:
+                res, exited, _, _ = _watch(pid, r, job, deadline_at, state, cap)
+            finally:
+                os.close(r)
+            # Every process of the job is dead and reaped before its end record goes out:
+            # a verdict never coexists with a live process of its sample.
+            clean = _sweep(pid)
+            end = res if res is not None else _exit_end(state, exited)
+            if end["status"] in ("exited", "signal", "timeout", "output_limit", "corrupt"):
+                end.setdefault("test", state.k)
+                end["phase"] = state.phase
+        else:
+            end = _run_stdin(job, scratch, deadline_at, cap, relay)
+            clean = end.pop("clean", True)
+            scratch = end.pop("scratch", scratch)
+    except BaseException:
+        _sweep(-1)  # whatever the job started dies with the worker's failure
+        raise
+    _remove_tree(scratch)
+    end["wall"] = time.monotonic() - t0
+    restart = not clean or os.path.lexists(scratch)
+    if restart:
+        end["restart"] = True  # the parent replaces this worker before its next job
+    _send(b"E %d %s" % (job_id, json.dumps(end).encode()))
+    if restart:
+        os._exit(3)  # something of this job could not be removed: start a fresh worker
+
+
+def _run_stdin(job, scratch, deadline_at, cap, relay):
+    """One child per test, each in a fresh scratch dir. A test whose program raised or exited
+    non-zero is reported and the next one runs; any other failure ends the job there."""
+    job_id = job["id"]
+    in_path = os.path.join(_SCRATCH_ROOT, "input-%d" % job_id)
+    end = {"status": "done"}
+    clean = True
+    credit = 0.0  # run-queue waits of earlier tests' children, credited to the deadline
+    import time
+    half_deadline = time.monotonic() + (deadline_at - time.monotonic()) / 2
+    try:
+        for i, text in enumerate(job["inputs"]):
+            if i:
+                _remove_tree(scratch)  # fresh scratch per test: nothing carries over
+                scratch = _make_scratch(job_id)
+                if _poll_abort(job_id, 0):
+                    end = {"status": "aborted"}
+                    break
+            with open(in_path, "w") as f:
+                f.write(text)
+            state = _Stdin(job)
+            pid, r = _fork_child(job, scratch, in_path, _child_stdin)
+            try:
+                res, exited, t_end, c_end = _watch(pid, r, job, deadline_at, state, cap, credit,
+                                                   lambda now: now > half_deadline)
+            finally:
+                os.close(r)
+            credit += state.waited
+            clean = _sweep(pid)
+            wall, used = state.took(t_end, c_end)
+            if res is None and used > state.limit:
+                res = {"status": "timeout"}  # exited, but past its CPU limit
+            if res is None:
+                res = _exit_end(state, exited)
+                if res["status"] == "exited":
+                    if res.get("code") == 0:
+                        data = _read_output(os.path.join(scratch, "stdout"), cap + 1)
+                        if len(data) > cap:
+                            res = {"status": "output_limit"}
+                        else:
+                            relay(i, wall, used, b"S " + json.dumps(data.decode("utf-8", "replace")).encode())
+                            res = None
+                    else:
+                        relay(i, wall, used, b"E " + json.dumps(
+                            {"e": "NonZeroExit", "m": "exit status %s" % res.get("code")}).encode())
+                        res = None
+            elif res["status"] == "failed":
+                name, msg = state.failure
+                relay(i, wall, used, b"E " + json.dumps({"e": name, "m": msg}).encode())
+                res = None
+            if res is not None:
+                res.setdefault("test", i)
+                end = res
                 break
-            last = time.monotonic()
-            # Keep a partial line as a list of chunks: re-scanning one growing buffer would be
-            # quadratic in the size of a large result.
-            if b"\n" in chunk:
-                buf.append(chunk)
-                *lines, rest = b"".join(buf).split(b"\n")
-                buf, pending = [rest], len(rest)
-                for line in lines:
-                    if line:
-                        relay(line)
-            else:
-                buf.append(chunk)
-                pending += len(chunk)
-            if pending > cap:
-                status = "output_limit"
+            if not clean:
                 break
-        elif exited is not None:
-            break  # the child is gone and its pipe is drained
-        if exited is None:
-            p, st = os.waitpid(pid, os.WNOHANG)
-            if p:
-                exited = st
-    os.close(r)
-    sig = code = None
-    if status is None:
-        # The child ended; collect its exit status (bounded wait if only EOF was seen).
-        end = time.monotonic() + max(0.0, min(deadline_at, last + stall) - time.monotonic())
-        while exited is None:
-            p, st = os.waitpid(pid, os.WNOHANG)
-            if p:
-                exited = st
-            elif time.monotonic() > end:
-                status = "timeout"
-                break
-            else:
-                time.sleep(0.0005)
-        if exited is not None:
-            if os.WIFSIGNALED(exited):
-                sig = os.WTERMSIG(exited)
-                status = {signal.SIGXCPU: "timeout", signal.SIGXFSZ: "output_limit"}.get(
-                    sig, "signal")
-            else:
-                code = os.WEXITSTATUS(exited)
-                status = "exited"
-    _sweep(pid)
-    return status, sig, code
+    finally:
+        try:
+            os.unlink(in_path)
+        except OSError:
+            pass
+    end["clean"] = clean
+    end["scratch"] = scratch
+    return end
 
 
 def _read_output(path, limit):
@@ -476,79 +929,37 @@ def _read_output(path, limit):
         os.close(fd)
 
 
-def _run_job(job):
-    import shutil
-    import time
-
-    t0 = time.monotonic()
-    job_id = job["id"]
-    deadline_at = t0 + float(job["deadline"])
-    prefix = ("R %d " % job_id).encode()
-
-    def relay(line):
-        os.write(1, prefix + line + b"\n")
-
-    scratch = _make_scratch(job_id)
-    end = {"status": "exited", "signal": None, "code": None}
-    try:
-        if job["mode"] == "call":
-            st, sig, code = _run_child(job, scratch, "call", None, None, deadline_at, relay)
-            end.update(status=st, signal=sig, code=code)
-        else:
-            in_path = os.path.join(_SCRATCH_ROOT, "input-%d" % job_id)
-            cap = int(job["output_mb"]) << 20
-            for i, text in enumerate(job["inputs"]):
-                with open(in_path, "w") as f:
-                    f.write(text)
-                records = []
-                st, sig, code = _run_child(job, scratch, "stdin", i, in_path, deadline_at,
-                                           records.append)
-                rec = None
-                for line in records:
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        rec = {"c": "harness", "m": "bad record from child"}
-                if st != "exited" or rec is None or rec.get("c"):
-                    for line in records:
-                        relay(line)
-                    end.update(status=st, signal=sig, code=code, test=i)
-                    break
-                data = _read_output(os.path.join(scratch, "stdout"), cap + 1)
-                if len(data) > cap:
-                    end.update(status="output_limit", test=i)
-                    break
-                rec["s"] = data.decode("utf-8", "replace")
-                relay(json.dumps(rec, ensure_ascii=True).encode())
-                # Fresh scratch per test: nothing carries over between runs.
-                shutil.rmtree(scratch, ignore_errors=True)
-                scratch = _make_scratch(job_id)
-                if _poll_abort(job_id, 0):
-                    end.update(status="aborted")
-                    break
-            try:
-                os.unlink(in_path)
-            except OSError:
-                pass
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    end["wall"] = time.monotonic() - t0
-    _send("E %d %s" % (job_id, json.dumps(end)))
-
-
 def main(argv):
-    global _UID, _ISOLATION
+    global _UID, _ISOLATION, _SECCOMP, _MEMCG
     import ctypes
+    import gc
     import importlib
 
     uid = int(argv[1])
     _ISOLATION = argv[2]
-    for name in _PRELOAD:
+    preload = argv[3].split(",") if len(argv) > 3 and argv[3] != "-" else _PRELOAD
+    _MEMCG = len(argv) > 4 and argv[4] == "memcg"
+    sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
+    for name in _ESSENTIAL + [m for m in preload if m]:
         try:
             importlib.import_module(name)
         except ImportError:
             pass
     sys.set_int_max_str_digits(0)
+    hash_seed = os.environ.get("PYTHONHASHSEED")
+    # What every child starts from: a minimal environment and fresh text streams on fds 0-2
+    # (never written by the worker, so a fork copies no buffered data).
+    os.environ.clear()
+    os.environ.update({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", closefd=False)
+    sys.stdin = open(0, "r", closefd=False)
+    try:
+        _SECCOMP = build_filters()
+        if _SECCOMP is not None:
+            install_filter(_SECCOMP, "base")
+    except Exception:
+        _SECCOMP = None
     # Orphans of a job (daemonized grandchildren) become our children, so we can reap them.
     try:
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
@@ -576,20 +987,29 @@ def main(argv):
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     os.makedirs(_SCRATCH_ROOT, mode=0o755, exist_ok=True)
-    _send("READY " + json.dumps({"pid": os.getpid(), "uid": _UID, "isolation": _ISOLATION,
-                                 "python": sys.version.split()[0]}))
+    # Objects that exist now are never collected: a child's garbage collections then do not
+    # touch (and copy) the worker's pages.
+    gc.collect()
+    gc.freeze()
+    _send(b"READY " + json.dumps({
+        "pid": os.getpid(), "uid": _UID, "isolation": _ISOLATION,
+        "python": sys.version.split()[0], "seccomp": _SECCOMP is not None, "memcg": _MEMCG,
+        "hash_seed": hash_seed}).encode())
     while True:
-        line = _ctrl_line(None)
-        try:
-            job = json.loads(line)
-        except ValueError:
-            continue
-        if job.get("op") == "run":
+        if _queued:
+            job = _queued.pop(0)
+        else:
+            try:
+                job = json.loads(_ctrl_line(None))
+            except ValueError:
+                continue
+        if type(job) is dict and job.get("op") == "run":
             try:
                 _run_job(job)
             except Exception as e:  # a bug here must not take the worker down silently
-                _send("E %d %s" % (job.get("id", -1), json.dumps(
-                    {"status": "harness", "note": "%s: %s" % (type(e).__name__, e)})))
+                _send(b"E %d %s" % (job.get("id", -1), json.dumps(
+                    {"status": "harness", "note": "%s: %s" % (type(e).__name__, e)}).encode()))
+                os._exit(3)
             if _ISOLATION == "docker":
                 _wipe_tmp()
 

@@ -24,6 +24,7 @@ def pass_by_depth(results: list[SolveResult], ks=(1, 8)) -> dict[int, dict]:
         groups.setdefault(r.problem.metadata.get("depth", 0), []).append(r)
     table = {}
     for d, rs in sorted(groups.items()):
+        rs = [r for r in rs if r.n]  # every sample a harness error: nothing to count
         counts = [(r.n, r.c) for r in rs]
         row = {"tasks": len(rs), "samples": sum(r.n for r in rs)}
         for k in ks:

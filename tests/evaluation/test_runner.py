@@ -86,7 +86,8 @@ def test_report_records_dataset_sampling_executor_and_timings(he, executor):
     assert s["template"]["name"] == "plain" and len(s["template"]["sha256"]) == 64
     e = rep["executor"]
     assert e["isolation"] == executor.isolation and e["workers"] == 2 and e["backend"] == "local"
-    assert e["early_exit"] is True and e["time_limit_s"]["min"] >= 3.0
+    from selfplay_core.datasets.limits import MIN_TIME_LIMIT_S
+    assert e["early_exit"] is True and e["time_limit_s"]["min"] >= MIN_TIME_LIMIT_S
     t = rep["timings"]
     assert t["total_s"] >= t["verify_s"] > 0 and t["generate_s"] >= 0
     assert rep["counts"]["samples"] == 6 and rep["counts"]["verdicts"] == {"passed": 6}

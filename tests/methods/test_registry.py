@@ -11,8 +11,10 @@ from selfplay_core.config import RunConfig, load_config
 from selfplay_core.methods import Method, MethodConfig, Round, method_for, register, registered
 from selfplay_core.methods.azr import AZR, AZRConfig
 from selfplay_core.methods.gasp import GASP, GASPConfig, GASPPlusRLVR, GASPRLVRConfig
+from selfplay_core.methods.compassplay import CompassConfig, CompassPlay
 from selfplay_core.methods.rlvr import RLVR, RLVRConfig
 from selfplay_core.methods.rzero import RZero, RZeroConfig
+from selfplay_core.methods.spice import SPICE, SpiceConfig
 from selfplay_core.methods.star import STaR, STaRConfig
 from selfplay_core.records import IterationLog
 from selfplay_core.run_context import RunContext
@@ -21,12 +23,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_registry_lists_every_method():
-    assert registered() == {"azr": AZR, "gasp": GASP, "rlvr": RLVR, "r-zero": RZero, "star": STaR,
-                            "gasp+rlvr": GASPPlusRLVR}
+    assert registered() == {"azr": AZR, "compassplay": CompassPlay, "gasp": GASP,
+                            "gasp+rlvr": GASPPlusRLVR, "rlvr": RLVR, "r-zero": RZero, "spice": SPICE,
+                            "star": STaR}
     for name, cls in registered().items():
         assert cls.name == name and cls.Config.model_fields["name"].default == name
-    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, RZeroConfig, STaRConfig} == {
-        c.Config for c in registered().values()}
+    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig,
+            RZeroConfig, STaRConfig} == {c.Config for c in registered().values()}
 
 
 @pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR),

@@ -1,10 +1,19 @@
 """Every HumanEval+ and MBPP+ canonical solution passes every base and plus input through the
-batch API; deliberately wrong variants (off-by-one, swapped branches) fail, and each verdict
-agrees with an independent check of the variant's raw outputs."""
+batch API, also on a loaded machine; deliberately wrong variants (off-by-one, swapped
+branches) fail, and each verdict agrees with an independent check of the variant's raw
+outputs.
+
+Issue 11 (acceptance 4, class 8): the expected outputs and limits are computed afresh while a
+CPU-bound process competes for the cores (the limits are CPU seconds, so the load must not
+make a canonical solution fail its own limit, nor drop a test from the cache), and the
+canonical solutions are verified under that load with the limits as computed, no slack.
+"""
 
 import ast
+import contextlib
 import dataclasses
 import math
+import multiprocessing as mp
 
 import pytest
 
@@ -20,6 +29,24 @@ pytestmark = pytest.mark.slow
 def bench_ex():
     with Executor(SandboxConfig(max_sample_time_s=3600.0)) as ex:
         yield ex
+
+
+def _spin(stop):
+    while not stop.is_set():
+        pass
+
+
+@contextlib.contextmanager
+def cpu_hog():
+    """A second CPU-bound process for as long as the block runs."""
+    stop = mp.Event()
+    hog = mp.Process(target=_spin, args=(stop,), daemon=True)
+    hog.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        hog.join(10)
 
 
 def _load(name, bench_ex):
@@ -84,20 +111,21 @@ def _same(out, exp, atol):
 
 
 @pytest.mark.parametrize("name", ["humanevalplus", "mbppplus"])
-def test_canonical_solutions_pass_and_wrong_variants_fail(name, bench_ex):
-    problems, canon = _load(name, bench_ex)
+def test_canonical_solutions_pass_and_wrong_variants_fail(name, bench_ex, tmp_path, monkeypatch):
+    # Expected outputs and limits measured now, under load, into an empty cache.
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path))
+    with cpu_hog():
+        problems, canon = _load(name, bench_ex)
     assert len(problems) == {"humanevalplus": 164, "mbppplus": 378}[name]
     n_tests = sum(len(p.tests) for p in problems)
-    dropped = sum(p.metadata.get("dropped_tests", 0) for p in problems)
-    assert dropped == 0, "canonical solutions failed on some inputs"
-    assert n_tests == {"humanevalplus": 124253, "mbppplus": 41015}[name]
+    assert n_tests == {"humanevalplus": 124253, "mbppplus": 41015}[name]  # nothing dropped
 
-    # Limits come from one timed canonical run (evalplus's 4x rule); on a loaded 2-core box a
-    # rerun can be slower than that, and this test is about verdicts, not speed: give slack.
-    problems = [dataclasses.replace(p, time_limit_s=3 * p.time_limit_s) for p in problems]
-    verdicts = bench_ex.verify([(p, Sample(p.id, "canonical", canon[p.id])) for p in problems])
+    # Verified under load with the limits as computed: they are CPU seconds.
+    with cpu_hog():
+        verdicts = bench_ex.verify([(p, Sample(p.id, "canonical", canon[p.id])) for p in problems])
     failed = [(v.problem_id, v.verdict.value, v.detail) for v in verdicts if not v.passed]
     assert failed == []
+    assert bench_ex.stats["harness_errors"] == 0
 
     items = []
     for p in problems:

@@ -31,6 +31,44 @@ VALUES = [
     (None, 0, 0, False),
     (1 + 1j, 1 + 1j, 0, True),
     (10**400, 10**400, 0, True),
+    # --- issue 11, class 1: integers exact, tolerance only where the expected value is a float
+    (1000000100.0, 1000000007, 0, False),   # a float output does not buy an int answer slack
+    (1000000007.0, 1000000007, 0, True),    # ... but an exactly equal float is that integer
+    (10.0 ** 20, 10**20 + 1, 0, False),     # compared exactly, not through float()
+    (10**400 + 1, 10**400, 0, False),
+    (2.5, 2, 0.5, False),                   # a task atol does not loosen an int expectation
+    (3, 3.0000001, 0, True),                # an int output against a float expectation: tolerance
+    (True, 1.0, 0, False),                  # bool is no number
+    # inf / nan only equal themselves, sign included; never "within tolerance"
+    (float("inf"), float("inf"), 0, True),
+    (float("-inf"), float("-inf"), 0, True),
+    (float("inf"), float("-inf"), 0, False),
+    (float("-inf"), float("inf"), 1e9, False),
+    (float("inf"), 1e308, 0, False),
+    (1e308, float("inf"), 0, False),
+    (float("nan"), float("inf"), 0, False),
+    (float("inf"), float("nan"), 0, False),
+    (10**400, 1e300, 0, False),             # an int too large for a float is not close to one
+    (complex(float("inf"), 0), complex(float("-inf"), 0), 0, False),
+    (complex(0, float("inf")), complex(0, float("-inf")), 1.0, False),
+    (complex(float("nan"), 1), complex(float("nan"), 1), 0, True),
+    (complex(1, 2.0000001), complex(1, 2), 0, True),
+    # bool is not int inside containers: sets, dict keys, tuples, lists
+    ({True, 2.0}, {1, 2}, 0, False),
+    ({1, 2}, {True, 2}, 0, False),
+    ({True: "a"}, {1: "a"}, 0, False),
+    ({1.0: "a"}, {1: "a"}, 0, False),
+    ({(1, True): 0}, {(1, 1): 0}, 0, False),
+    ({(1, True)}, {(1, 1)}, 0, False),
+    ([True, 2], [1, 2], 0, False),
+    ((1, True), (1, 1), 0, False),
+    (frozenset({1}), {1}, 0, False),
+    ({frozenset({1, 2}): [1.0000000001]}, {frozenset({2, 1}): [1.0]}, 0, True),
+    ({float("nan")}, {float("nan")}, 0, True),
+    ({1.0}, {1}, 0, False),                 # set elements and keys compare by type, not value
+    ([1.0], [1], 0, True),                  # ... a list element is a value like any other
+    (float(2**60), 2**60 + 1, 0, False),    # the nearest float of an int is not that int
+    (-0.0, 0, 0, True),
 ]
 
 
@@ -53,6 +91,12 @@ ORACLES = [
     ("sum_div_or_zero", 6, 7, None, 0, False),
     ("mbpp_digit_distance", 4, 0, [123, 2], 0, True),     # zero-padded: |1-0|+|2-0|+|3-2|
     ("mbpp_surface_area", 35, 0, [3, 4], 0, True),        # round(9 + 2*3*sqrt(2.25+16))
+    ("set_eq", [True, 2], [1, 2], None, 0, False),        # typed elements here too
+    ("set_eq", [[1], 2], [1, 2], None, 0, False),         # unhashable: no match, no crash
+    ("mbpp_digit_distance", True, 0, [1, 0], 0, False),   # True is not the int 1
+    ("sum_div_or_zero", False, 7, None, 0, False),
+    ("poly_root", float("inf"), 0.5, [[-1, 1]], 1e-4, False),
+    ("poly_root", float("nan"), 0.5, [[-1, 1]], 1e-4, False),
 ]
 
 
@@ -76,6 +120,29 @@ STDOUT = [
     ("", "", True),
     ("nan", "nan", True),                   # equal strings match even when not finite
     ("inf", "1e308", False),
+    # --- issue 11, class 1: integer tokens exact, a plain ASCII number grammar
+    ("1000001007", "1000000007", False),    # off by 1,000 at 1e9: the old rel 1e-6 passed it
+    ("1000000008", "1000000007", False),
+    ("+5 05 -0", "5 5 0", True),            # same integer values
+    ("12.0", "12", False),                  # an integer expected: an integer token answers
+    ("1_000", "1000", False),               # float() accepts underscores; the grammar does not
+    ("\u0661\u0662", "12", False),          # nor non-ASCII digits
+    ("1e5", "100000.0", True),              # a float expected: any number token within tol
+    ("100000", "100000.0", True),
+    ("0.3333334", "0.3333333", True),
+    ("inf", "inf", True),
+    ("inf", "1e309", False),                # overflowing literals match only their spelling
+    ("1e309", "1e309", True),
+    ("-inf", "inf", False),
+    ("nan", "0.5", False),
+    ("0x10", "16", False),
+    (" 7 ", "7", True),
+    ("1" * 5000, "1" * 5000, True),         # long integers compare as digit strings
+    ("1" * 4999 + "2", "1" * 5000, False),
+    ("1e3", "1000", False),                 # an integer expected: exponent notation is no integer
+    ("1000.", "1000", False),
+    ("9" * 30, "1" + "0" * 30, False),      # big integers exact, not through float
+    ("1e-7", "0.0", True),                  # a float expected: tolerance
 ]
 
 

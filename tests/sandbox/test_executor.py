@@ -149,23 +149,89 @@ def test_verdicts_come_back_in_input_order_under_parallelism(ex):
     assert [v.passed for v in vs] == [bool(i % 2) for i in range(40)]
 
 
+def _kill_worker_soon(ex, delay=0.5):
+    import threading
+    victim = ex.pool._slots[0].proc.popen.pid
+
+    def killer():
+        time.sleep(delay)
+        os.killpg(victim, signal.SIGKILL)
+
+    threading.Thread(target=killer, daemon=True).start()
+
+
+SLOW = "import time\ndef f(x):\n    time.sleep(3)\n    return 2 * x\n"
+
+
 def test_worker_killed_from_outside_is_a_harness_error_and_the_pool_recovers():
-    # A real fault: the sandbox worker process dies mid-job. It must be reported as the
-    # harness's failure (never as the model's), and the next job must run on a fresh worker.
-    with Executor(SandboxConfig(workers=1)) as ex:
+    # A real fault: the sandbox worker process dies mid-job. Without retries it must be
+    # reported as the harness's failure (never as the model's), and the next job must run on
+    # a fresh worker.
+    with Executor(SandboxConfig(workers=1, harness_retries=0)) as ex:
+        ex.pool.start()
+        _kill_worker_soon(ex)
+        v = verdict_of(ex, call_problem(time_limit_s=5.0), SLOW)
+        assert v.verdict is Verdict.harness_error
+        assert ex.stats == {"jobs": 1, "harness_errors": 1, "harness_retries": 0}
+        assert verdict_of(ex, call_problem(), DOUBLE).passed
+
+
+def test_a_harness_error_is_retried_and_counted():
+    with Executor(SandboxConfig(workers=1, harness_retries=1)) as ex:
+        ex.pool.start()
+        _kill_worker_soon(ex)
+        v = verdict_of(ex, call_problem(time_limit_s=5.0), SLOW)
+        assert v.passed  # the retry ran on a fresh worker
+        assert ex.stats == {"jobs": 1, "harness_errors": 0, "harness_retries": 1}
+
+
+def _freeze_tree(root):
+    """SIGSTOP `root` and every process below it (bubblewrap, the worker, its child)."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except OSError:
+            pass
+        todo += children.get(pid, [])
+
+
+def test_a_worker_that_falls_silent_is_a_harness_error(monkeypatch):
+    # A real fault: the worker is frozen (SIGSTOP) mid-job. The parent hears nothing, not even
+    # its keepalives, and gives up on it after the silence allowed.
+    from selfplay_core.sandbox import pool
+    monkeypatch.setattr(pool, "_SILENCE_S", 5.0)
+    with Executor(SandboxConfig(workers=1, harness_retries=0)) as ex:
         ex.pool.start()
         victim = ex.pool._slots[0].proc.popen.pid
-
-        def killer():
-            time.sleep(0.5)
-            os.killpg(victim, signal.SIGKILL)
-
         import threading
-        threading.Thread(target=killer, daemon=True).start()
-        slow = "import time\ndef f(x):\n    time.sleep(3)\n    return 2 * x\n"
-        v = verdict_of(ex, call_problem(time_limit_s=5.0), slow)
-        assert v.verdict is Verdict.harness_error
+        threading.Timer(0.5, _freeze_tree, (victim,)).start()
+        v = verdict_of(ex, call_problem(time_limit_s=5.0), SLOW)
+        assert v.verdict is Verdict.harness_error and "stopped answering" in (v.detail or ""), v.to_json()
         assert verdict_of(ex, call_problem(), DOUBLE).passed
+
+
+def test_a_long_healthy_job_is_not_taken_for_a_silent_worker(monkeypatch):
+    # The worker stretches its deadlines by time its child waited for a CPU (a loaded machine),
+    # which the parent cannot see; the parent must not give up on a job that runs longer than
+    # it expected while the worker keeps saying it is alive. Here: silence allowed 5 s, a job
+    # that sleeps 8 s within its limits.
+    from selfplay_core.sandbox import pool
+    monkeypatch.setattr(pool, "_SILENCE_S", 5.0)
+    with Executor(SandboxConfig(workers=1, harness_retries=0)) as ex:
+        sleepy = "import time\ndef f(x):\n    time.sleep(8)\n    return 2 * x\n"
+        v = verdict_of(ex, call_problem(tests=((1, 2),), time_limit_s=5.0), sleepy)
+        assert v.passed, v.to_json()
 
 
 def test_require_isolation_refuses_to_run_without_it(monkeypatch):
@@ -223,3 +289,16 @@ def test_huge_outputs_travel_as_digests_and_still_compare_exactly(ex):
     small = "def f(n):\n    return [1, 2, 3]\n"
     vs = ex.verify([(exp, Sample("big", k, c)) for k, c in enumerate((same, off, small))])
     assert [v.verdict for v in vs] == [Verdict.passed, Verdict.wrong_answer, Verdict.wrong_answer]
+
+
+def test_big_inputs_and_big_outputs_do_not_deadlock_the_pipes():
+    # Jobs are sent ahead to a busy worker only when their line fits the pipe unread: a 2 MB
+    # input line sent while the worker writes a 1.3 MB result (just under the size that
+    # travels as a digest) would block both ends.
+    p = Problem(id="big", kind="call", entry_point="f", time_limit_s=5.0, memory_limit_mb=1024,
+                tests=[TestCase(args=["x" * (2 << 20)], expected=list(range(190000)))])
+    code = "def f(s):\n    return list(range(190000))\n"
+    with Executor(SandboxConfig(workers=1, harness_retries=0)) as ex:
+        vs = ex.verify([(p, Sample("big", k, code)) for k in range(4)])
+        assert [v.verdict for v in vs] == [Verdict.passed] * 4
+        assert ex.stats["harness_errors"] == 0

@@ -1,0 +1,218 @@
+"""CompassPlay: the proposer is rewarded for tasks whose training signal points where the
+reference tasks' does.
+
+Slots: the task comes from the teacher writing a variant (`direction`) of a reference task
+(`rounds.DescribedRound`: question + reference program + inputs; the sandbox verifies by running
+the reference twice). The reward of each *eligible* proposal (0 < p < 1, as in the paper; the
+others get `ineligible_reward`) is the cosine between
+
+* g_task — the gradient of the solver's loss on that task: the policy-gradient loss of the
+  Reasoner's n samples with Dr. GRPO advantages `(r_i - p) / tokens`, i.e. the direction the
+  update would move the solver on it;
+* g_ref — the gradient of the mean supervised loss (token-mean NLL of a correct solution) over
+  a fixed reference set: `reference: real` (held-in real training tasks) or `goalposts` (the run's
+  goalposts). A correct solution is the task's reference program where it has one, else the
+  solver's own passing samples; a reference task with neither is left out (counted).
+
+Both gradients are taken over a cheap parameter subset: the last `gradient_layers` transformer
+blocks and the final norm (`last_layer_params`), through the learner's `policy_gradient` hook
+(only those parameters require a gradient, so the backward stops there: about one forward per
+task). The toy model's last block is ~1/5 of its 0.87 M parameters; Qwen2.5-7B's is 233 M of
+7.6 B (0.93 GB as float32 per gradient). Measured cost per proposal: `compass/time_per_proposal_s`.
+
+Metrics: teacher/compass/{proposals,acceptance,reward,pass_rate,eligible,cosine},
+compass/{params,param_share,reference_tasks,time_reference_s,time_per_proposal_s}.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from typing import Literal
+
+from pydantic import Field
+
+from selfplay_core import stages as S
+from selfplay_core.methods.base import EstimatorName, Method, MethodConfig, register
+from selfplay_core.methods.rounds import DescribedRound
+from selfplay_core.problems import Problem
+from selfplay_core.records import Anchor, Proposal
+from selfplay_core.rl.rollout import Rollout
+from selfplay_core.roles.student import student_completion
+from selfplay_core.solve import signature_for, solve, student_prompt_for
+
+KIND = "compass"
+
+
+class CompassConfig(MethodConfig):
+    name: Literal["compassplay"] = "compassplay"
+    advantage: EstimatorName = "trr++"
+    proposals_per_iteration: int = Field(16, ge=1)
+    direction: Literal["easier", "harder"] = "harder"
+    reference: Literal["real", "goalposts"] = "real"
+    reference_tasks: int = Field(8, ge=1)
+    gradient_layers: int = Field(1, ge=1)
+    ineligible_reward: float = 0.0   # p in {0, 1}: the task moves nothing (the paper scores none)
+
+    def check(self, run) -> None:
+        if run.student.replay_tasks_per_iteration:
+            raise ValueError("student.replay_tasks_per_iteration: method compassplay does not "
+                             "replay its buffer; set it to 0")
+
+
+def cosine(a, b) -> float:
+    """Cosine of two flat tensors; 0 when either is zero."""
+    na, nb = float(a.norm()), float(b.norm())
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float((a @ b) / (na * nb))
+
+
+def dr_grpo_weights(passed: list[bool], lengths: list[int]) -> list[float]:
+    """Per-sample advantages of one task's samples for g_task: (r_i - mean r) / total tokens."""
+    p = sum(passed) / len(passed)
+    tokens = max(1, sum(lengths))
+    return [(float(ok) - p) / tokens for ok in passed]
+
+
+def nll_weights(lengths_by_task: list[list[int]]) -> list[list[float]]:
+    """Advantages that make `-sum a log pi` the mean over tasks of the mean over a task's
+    solutions of their token-mean NLL."""
+    k = len(lengths_by_task)
+    return [[1.0 / (k * len(ls) * max(1, n)) for n in ls] for ls in lengths_by_task]
+
+
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def last_layer_params(model, k: int = 1) -> list:
+    """The parameters of the last k transformer blocks and the final norm (`...norm.weight`
+    outside the blocks), found by name (`layers.<i>.`)."""
+    named = list(model.named_parameters())
+    idx = [int(m.group(1)) for n, _ in named if (m := _LAYER.search(n))]
+    if not idx:
+        raise ValueError("compassplay: no `layers.<i>.` parameters in this model; cannot pick its "
+                         "last layers")
+    top = max(idx)
+    out = []
+    for n, p in named:
+        m = _LAYER.search(n)
+        if (m and int(m.group(1)) > top - k) or (not m and re.search(r"(?:^|\.)norm\.weight$", n)):
+            out.append(p)
+    return out
+
+
+class CompassReward:
+    """The ProposerReward of one round: cosine(g_task, g_ref) for eligible proposals."""
+
+    def __init__(self, method: "CompassPlay"):
+        self.method = method
+        self.last: dict[str, float] = {}
+
+    def __call__(self, ctx, accepted: list[Proposal]) -> list[float]:
+        m = self.method
+        eligible = [p for p in accepted if 0.0 < p.pass_rate < 1.0]
+        out = {id(p): m.config.ineligible_reward for p in accepted}
+        self.last = {"eligible": len(eligible) / len(accepted)}
+        if eligible:
+            t0 = time.perf_counter()
+            g_ref = m.reference_gradient(ctx)
+            t1 = time.perf_counter()
+            cos = [cosine(m.task_gradient(ctx, p), g_ref) for p in eligible]
+            t2 = time.perf_counter()
+            for p, c in zip(eligible, cos):
+                out[id(p)] = c
+            self.last.update(cosine=sum(cos) / len(cos), time_reference_s=t1 - t0,
+                             time_per_proposal_s=(t2 - t1) / len(eligible))
+        return [out[id(p)] for p in accepted]
+
+    def metrics(self, accepted: list[Proposal]) -> dict[str, float]:
+        return dict(self.last)
+
+
+@register
+class CompassPlay(Method):
+    Config = CompassConfig
+
+    def setup(self, ctx) -> None:
+        c = self.config
+        st = ctx.state.method_state.setdefault(KIND, {})
+        pool = ctx.real_tasks if c.reference == "real" else ctx.goalposts
+        by_id = {p.id: p for p in pool}
+        if not by_id:
+            raise ValueError(f"method compassplay: reference {c.reference!r} has no tasks in this world")
+        ids = st.get("reference_ids") or sorted(random.Random(f"compass-ref:{ctx.config.seed}").sample(
+            sorted(by_id), min(c.reference_tasks, len(by_id))))
+        st["reference_ids"] = ids
+        self.references: list[Problem] = [by_id[i] for i in ids if i in by_id]
+        self.params = last_layer_params(ctx.learner.unwrapped, c.gradient_layers)
+        total = sum(p.numel() for p in ctx.learner.unwrapped.parameters())
+        self.subset = sum(p.numel() for p in self.params)
+        self.param_share = self.subset / total
+
+    def rounds(self, ctx, done: list[Proposal]):
+        picked = [ctx.rng.choice(self.references) for _ in range(self.config.proposals_per_iteration)]
+        anchors = [Anchor(p.id, p.prompt or "", p.metadata.get("reference", ""), goalpost_id=p.id
+                          if self.config.reference == "goalposts" else None) for p in picked]
+        yield DescribedRound(KIND, anchors, self.config.direction, 1, CompassReward(self))
+
+    def student_batch(self, ctx, proposals, log, call):
+        log.add(**{"compass/params": self.subset, "compass/param_share": self.param_share})
+        return super().student_batch(ctx, proposals, log, call)
+
+    # ---- the two gradients ------------------------------------------------------------------
+    def task_gradient(self, ctx, p: Proposal):
+        comps = p.solve.completions
+        rolls = [Rollout(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), a, "student",
+                         temperature=ctx.config.engine.temperature)
+                 for c, a in zip(comps, dr_grpo_weights(list(p.solve.passed), [len(c.token_ids) for c in comps]))
+                 if c.token_ids and c.prompt_token_ids is not None]
+        return ctx.learner.policy_gradient(rolls, self.params)
+
+    def reference_gradient(self, ctx):
+        sols = self.reference_solutions(ctx)
+        ctx.state.method_state[KIND]["reference_used"] = len(sols)
+        if not sols:
+            return ctx.learner.policy_gradient([], self.params)
+        weights = nll_weights([[len(c) for _, c in task] for task in sols])
+        rolls = [Rollout(list(pr), list(c), [0.0] * len(c), w, "student", temperature=1.0)
+                 for task, ws in zip(sols, weights) for (pr, c), w in zip(task, ws)]
+        return ctx.learner.policy_gradient(rolls, self.params)
+
+    def reference_solutions(self, ctx) -> list[list[tuple[list[int], list[int]]]]:
+        """Per reference task, its correct solutions as (prompt ids, completion ids): the
+        reference program's body, else the solver's passing samples now; tasks with none are
+        left out."""
+        tok = ctx.tokenizer
+        out, unsolved = [], []
+        for prob in self.references:
+            body = _reference_body(prob)
+            if body is None:
+                unsolved.append(prob)
+                continue
+            prompt = tok(student_prompt_for(prob), add_special_tokens=False)["input_ids"]
+            out.append([(prompt, tok(student_completion(body), add_special_tokens=False)["input_ids"])])
+        if unsolved:
+            res = solve(ctx.engine, ctx.executor, unsolved, ctx.config.student.samples_per_task,
+                        S.student_sampling(ctx))
+            for r in res:
+                good = [(c.prompt_token_ids, c.token_ids) for c, ok in zip(r.completions, r.passed)
+                        if ok and c.token_ids and c.prompt_token_ids is not None]
+                if good:
+                    out.append(good)
+        return out
+
+
+def _reference_body(prob: Problem) -> str | None:
+    """The body of a described task's reference program (the student writes the body after
+    the header it is shown); None for a benchmark problem or a reference not headed by it."""
+    ref = (prob.metadata or {}).get("reference")
+    if not ref or (prob.metadata or {}).get("benchmark"):
+        return None
+    try:
+        header = signature_for(prob)
+    except ValueError:
+        return None
+    first, _, body = ref.partition("\n")
+    return body if first.strip() == header.strip() and body.strip() else None
