@@ -41,6 +41,16 @@ def azr_propose(p: float, *, extreme: float = OUT_OF_BAND) -> float:
     return 1.0 - p if 0.0 < p < 1.0 else extreme
 
 
+def rzero_challenger(p_hat: float, r_rep: float) -> float:
+    """R-Zero's Challenger: the solver's uncertainty 1 - 2|p̂ - 1/2| (peak 1 when half of the
+    answers agree with the majority) less the repetition penalty, floored at 0. p̂ is the share
+    of the solver's answers that agree with the majority vote."""
+    _check_p(p_hat)
+    if r_rep < 0 or math.isnan(r_rep):
+        raise ValueError(f"repetition penalty must be >= 0, got {r_rep!r}")
+    return max(0.0, 1.0 - 2.0 * abs(p_hat - 0.5) - r_rep)
+
+
 def student(passed: bool, *, well_formatted: bool = True, format_penalty: float = 0.0) -> float:
     """The solver's binary reward; optionally a penalty when no code could be extracted."""
     if not well_formatted:

@@ -57,6 +57,7 @@ class RunContext:
     # Toy-world oracle of the Guide's judgments: (target question, question, code, faithful) ->
     # GuideScores, or None where it cannot judge. A diagnostic, never a reward.
     guide_oracle_fn: Callable | None = None
+    truth_fn: Callable | None = None             # toy-world oracle: the outputs a question denotes
     decontaminator: Any = None                   # real-data worlds: n-gram index of the eval statements
     buffers: TaskBuffer | None = None            # None: the state's buffer
     contamination: TaskBuffer | None = None      # None: built from eval_problems

@@ -371,18 +371,20 @@ def rollouts(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]
                 r.loss_mask = solution_mask(ctx.tokenizer, r.completion_ids)
             rolls.append(r)
     cap = ctx.config.student.batch_size
-    student_rolls = []
+    groups = []
     for kind, res in student:
-        for c, ok in res.scored():  # samples that hit a harness error yield no rollout
-            r = _rollout(c, rewards.student(ok), "student", kind, res.problem.id,
-                         ctx.config.engine.temperature, passed=bool(ok))
-            if r:
-                student_rolls.append(r)
-    if len(student_rolls) > cap:  # keep whole groups
-        n = ctx.config.student.samples_per_task
-        groups = [student_rolls[i:i + n] for i in range(0, len(student_rolls), n)]
+        group = [_rollout(c, rewards.student(ok), "student", kind, res.problem.id,
+                          ctx.config.engine.temperature, passed=bool(ok))
+                 for c, ok in res.scored()]   # samples that hit a harness error yield no rollout
+        groups.append([r for r in group if r])
+    student_rolls = [r for g in groups for r in g]
+    if len(student_rolls) > cap:  # keep whole groups (a task's samples; not always n of them)
         ctx.rng.shuffle(groups)
-        student_rolls = [r for g in groups[: cap // n] for r in g]
+        student_rolls, room = [], cap
+        for g in groups:
+            if len(g) <= room:
+                student_rolls += g
+                room -= len(g)
     return rolls + student_rolls
 
 

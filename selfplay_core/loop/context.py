@@ -164,7 +164,8 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
                       tokenizer=tokenizer, model_dir=model_dir, start_model_dir=start, world=world,
                       eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
                       goalposts=goalposts, fidelity_fn=world.fidelity_fn,
-                      guide_oracle_fn=world.guide_oracle_fn, decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
+                      guide_oracle_fn=world.guide_oracle_fn, truth_fn=world.truth_fn,
+                      decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
 
 
 def save_checkpoint(ctx: RunContext, iteration: int) -> Checkpoint:

@@ -12,6 +12,8 @@ A world gives the loop four things and says exactly what they were:
   (the toy world has one; real data does not);
 * `guide_oracle_fn` (optional) — an oracle of the Guide's judgments of a proposal for a target
   (the toy world's `guide_oracle.oracle_judgment`), for the Guide-accuracy diagnostic;
+* `truth_fn` (optional) — an oracle giving the outputs a question's text denotes, for tasks
+  proposed without a program (R-Zero's pseudo-label accuracy; the toy world has one);
 * `decontaminator` (optional) — an n-gram index of the evaluation statements; a proposal that
   overlaps one is rejected;
 * `splits()` — {name: (version, content_hash)} for every split used, logged as MLflow tags.
@@ -46,7 +48,7 @@ from selfplay_core.goalposts import engine_solver, mine_goalposts
 from selfplay_core.toyworld.frontier import FrontierSettings, mine_frontier
 from selfplay_core.problems import InputError, Problem
 from selfplay_core.toyworld.bootstrap import cache_root as toy_cache_root
-from selfplay_core.toyworld.fidelity import proposal_fidelity
+from selfplay_core.toyworld.fidelity import proposal_fidelity, true_outputs
 from selfplay_core.toyworld.guide_oracle import oracle_judgment
 from selfplay_core.toyworld.splits import build_world as build_toy_world
 
@@ -75,6 +77,7 @@ class World:
     goalpost_pool: list[Problem]
     fidelity_fn: Callable | None = None
     guide_oracle_fn: Callable | None = None
+    truth_fn: Callable | None = None
     decontaminator = None
     goalpost_set: SplitInfo | None = None     # set by select_goalposts
     goalpost_reserve: tuple = ()              # set by select_goalposts (dynamic goalposts)
@@ -109,6 +112,7 @@ class ToyWorld(World):
         self.toy = build_toy_world(cfg.world.seed)
         self.fidelity_fn = proposal_fidelity
         self.guide_oracle_fn = oracle_judgment
+        self.truth_fn = true_outputs
         ev = self.toy.eval.problems
         if cfg.eval.max_problems:
             r = random.Random(f"eval-subset:{cfg.world.seed}")

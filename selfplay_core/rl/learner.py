@@ -149,6 +149,31 @@ class Learner:
         metrics.update(first)
         return metrics
 
+    @torch.no_grad()
+    def completion_logprobs(self, rollouts: Sequence[Rollout]) -> list[list[float]]:
+        """The current policy's per-token logprobs of each rollout's completion given its prompt
+        (at the rollout's temperature), micro-batched. For a completion that was sampled under
+        another prompt than the one it is trained on (STaR's hinted rationalizations): its
+        `old_logprobs` must be the policy's under the training prompt."""
+        out: list[list[float]] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            c = self.config
+            for start in range(0, len(rollouts), c.micro_batch_size):
+                mb = [Rollout(r.prompt_ids, r.completion_ids, [0.0] * len(r.completion_ids), 0.0,
+                              temperature=r.temperature)     # placeholders: nothing old is read
+                      for r in rollouts[start:start + c.micro_batch_size]]
+                b = _pad_batch(mb, self.pad_token_id, self.accelerator.device)
+                lp, _ = token_logprobs(self.model, b["ids"], b["attn"], temps=b["temps"],
+                                       score_mask=b["cmask"], chunk_tokens=c.logits_chunk_tokens)
+                for i, r in enumerate(mb):
+                    p = len(r.prompt_ids)
+                    out.append(lp[i, p:p + len(r.completion_ids)].float().cpu().tolist())
+        finally:
+            self.model.train(was_training)
+        return out
+
     def step(self, rollouts: Sequence[Rollout], first_epoch: bool = True) -> dict[str, float]:
         """One optimizer step over all `rollouts` (micro-batched). Returns metrics; with
         `first_epoch` also the train/inference mismatch of these rollouts (`mismatch/*`)."""

@@ -13,8 +13,10 @@ from selfplay_core.methods.azr import AZR, AZRConfig
 from selfplay_core.methods.gasp import GASP, GASPConfig, GASPPlusRLVR, GASPRLVRConfig
 from selfplay_core.methods.compassplay import CompassConfig, CompassPlay
 from selfplay_core.methods.rlvr import RLVR, RLVRConfig
+from selfplay_core.methods.rzero import RZero, RZeroConfig
 from selfplay_core.methods.spice import SPICE, SpiceConfig
 from selfplay_core.methods.sgs import SGS, SGSConfig
+from selfplay_core.methods.star import STaR, STaRConfig
 from selfplay_core.records import IterationLog
 from selfplay_core.run_context import RunContext
 
@@ -23,15 +25,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_registry_lists_every_method():
     assert registered() == {"azr": AZR, "compassplay": CompassPlay, "gasp": GASP,
-                            "gasp+rlvr": GASPPlusRLVR, "rlvr": RLVR, "sgs": SGS, "spice": SPICE}
+                            "gasp+rlvr": GASPPlusRLVR, "rlvr": RLVR, "r-zero": RZero, "sgs": SGS,
+                            "spice": SPICE, "star": STaR}
     for name, cls in registered().items():
         assert cls.name == name and cls.Config.model_fields["name"].default == name
-    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig, SGSConfig} == \
-        {c.Config for c in registered().values()}
+    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig,
+            RZeroConfig, SGSConfig, STaRConfig} == {c.Config for c in registered().values()}
 
 
 @pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR),
-                                      ("sgs", SGS)])
+                                      ("r-zero", RZero), ("sgs", SGS), ("star", STaR)])
 def test_the_config_section_selects_the_method(name, cls):
     cfg = load_config(None, [f"method={name}", "student.real_tasks_per_iteration=4"])
     assert isinstance(cfg.method, cls.Config) and type(method_for(cfg.method)) is cls

@@ -61,7 +61,7 @@ def S(reward, role="student", kind="lemma", group="t1", passed=None):
 
 
 def test_every_estimator_is_registered():
-    assert set(A.ESTIMATORS) == {"trr++", "grpo", "dr_grpo", "reinforce_half"}
+    assert set(A.ESTIMATORS) == {"trr++", "grpo", "dr_grpo", "reinforce_half", "sft"}
 
 
 def test_trr_groups_by_kind_and_role_grpo_by_role_and_prompt():
