@@ -309,8 +309,10 @@ def fill_student_batch(ctx, student: list[tuple[str, SolveResult]], log: Iterati
         log.add(**{"student/fill/tasks": len(res)})
         return student + [("real", r) for r in res]
     have = {r.problem.id for _, r in student}
+    # Only tasks whose reference program is kept: it gives the student's function header (a
+    # task proposed without one, e.g. R-Zero's, has pseudo-labels and no header to pose it with).
     pool = [b for b in ctx.buffers if b.iteration < ctx.state.iteration and b.inputs and b.outputs
-            and b.id not in have and b.kind != "eval"]
+            and b.id not in have and b.kind != "eval" and signature_of(b.code, "f") is not None]
     if not pool:
         log.add(**{"student/fill/tasks": 0})
         return student
