@@ -14,7 +14,7 @@ SYSTEM_PACKAGES := PYTHON="$(PYTHON)" VENV="$(VENV)" $(SHELL) infra/system-packa
 UP_ARGS    ?=
 UP_PID     ?= runs/serve/serve.pid
 
-.PHONY: venv run test test-fast bench up deploy clean system-packages-run system-packages-test
+.PHONY: venv run test test-fast bench up deploy clean system-packages-run system-packages-test vllm-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON) ..."; $(PYTHON) -m venv $(VENV); }
@@ -36,10 +36,16 @@ system-packages-test:
 
 # Prerequisites are made in order: a missing system package stops before the venv's long install.
 run: system-packages-run $(STAMP)
-	$(VENV)/bin/selfplay run --config configs/tiny-cpu.yaml
+	@if [ "$(RUN_ENGINE)" = vllm ]; then \
+	    venv=$$($(VLLM_VENV_SH) --cpu $(SELFPLAY_VLLM_VENV) | tail -1) && \
+	    echo "engine: vLLM (CPU build, $$venv); ENGINE=hf for the transformers engine" && \
+	    SELFPLAY_VLLM_VENV=$$venv $(VENV)/bin/selfplay run --config configs/tiny-cpu.yaml $(VLLM_RUN_SETS); \
+	else \
+	    $(VENV)/bin/selfplay run --config configs/tiny-cpu.yaml; \
+	fi
 
-test: system-packages-test $(STAMP)
-	$(PY) -m pytest
+test: system-packages-test $(STAMP) vllm-venv
+	SELFPLAY_VLLM_VENV=$(VLLM_TEST_VENV) SELFPLAY_REQUIRE_VLLM=1 $(PY) -m pytest
 
 test-fast: system-packages-test $(STAMP)
 	$(PY) -m pytest -m "not slow"
@@ -62,6 +68,22 @@ deploy: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/executor_throughput.py
+
+# vLLM's CPU build in a venv of its own: the real server of tests/engines/test_vllm_real.py and of
+# `make run` with ENGINE=vllm. Built once per machine, cached under ~/.cache/selfplay keyed by its
+# pins (infra/vllm/make_venv.sh; `--cuda DIR` builds the GPU one). $$SELFPLAY_VLLM_VENV, when set,
+# names a venv to use instead (used as it is).
+VLLM_VENV_SH   := infra/vllm/make_venv.sh
+VLLM_TEST_VENV  = $${SELFPLAY_VLLM_VENV:-$$($(VLLM_VENV_SH) --cpu --print-path)}
+# make run: ENGINE=vllm (build the venv if missing), ENGINE=hf, or by default vllm where the venv
+# is already built and hf otherwise. The run starts the CPU server itself and stops it at the end.
+ENGINE        ?= auto
+RUN_ENGINE     = $(if $(filter auto,$(ENGINE)),$(shell $(VLLM_VENV_SH) --cpu --ready $(SELFPLAY_VLLM_VENV) >/dev/null 2>&1 && echo vllm || echo hf),$(ENGINE))
+VLLM_RUN_SETS := --set engine.backend=vllm --set engine.launch_server=true \
+                 --set engine.vllm_url=http://127.0.0.1:8471
+
+vllm-venv:
+	@$(VLLM_VENV_SH) --cpu $(SELFPLAY_VLLM_VENV)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

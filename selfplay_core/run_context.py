@@ -9,6 +9,7 @@ config with one small factory per part; a test constructs one from exactly the p
 
 from __future__ import annotations
 
+import logging
 import random
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -16,9 +17,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from selfplay_core.buffers import BufferItem, TaskBuffer
+from selfplay_core.overlap import BackgroundUpdate
 from selfplay_core.problems import Problem
 from selfplay_core.records import Anchor
 from selfplay_core.state import RunState, restore_rng
+
+log = logging.getLogger(__name__)
 
 IDENTITY_SEED = Anchor("azr-seed", "Return the input unchanged.", "def f(x):\n    return x\n")
 
@@ -56,6 +60,8 @@ class RunContext:
     # Around the learner's update (a colocated vLLM server sleeps through it); None: nothing.
     turn: Callable[[], AbstractContextManager] | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)   # run by close(), last first
+    # overlap_generation: the learner update in flight (None: made here, idle until started)
+    background: BackgroundUpdate | None = None
 
     def __post_init__(self):
         if self.run_dir is not None:
@@ -68,6 +74,8 @@ class RunContext:
             self.buffers = TaskBuffer.from_json(self.state.buffer, threshold=threshold)
         if self.contamination is None:
             self.contamination = contamination_index(self.eval_problems, threshold)
+        if self.background is None:
+            self.background = BackgroundUpdate(self)
 
     # ---- helpers the stages share ------------------------------------------------------------
     def next_seed(self) -> int:
@@ -112,5 +120,10 @@ class RunContext:
         return self.push(self.learner.unwrapped) if self.push is not None else {}
 
     def close(self) -> None:
+        if self.background.running:  # never leave a learner thread behind a failed run
+            try:
+                self.background.join_and_push()
+            except Exception as e:  # noqa: BLE001 - the run is failing already; say why, go on
+                log.warning("background learner update ended with %s: %s", type(e).__name__, e)
         while self.closers:
             self.closers.pop()()

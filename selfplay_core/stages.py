@@ -338,27 +338,56 @@ def scored(r: Rollout) -> Scored:
 def update(ctx, method, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
            log: IterationLog) -> dict:
     """The method's rollouts and advantages (its `rollouts` and `advantages` hooks), then
-    updates_per_iteration learner steps on those with a nonzero advantage; the engine then
-    receives the new weights (in place for hf, pushed to the server for vllm)."""
+    updates_per_iteration learner epochs on those with a nonzero advantage; the engine then
+    receives the new weights (in place for hf, pushed to the server for vllm). With
+    overlap_generation the epochs run during the next iteration (overlap.py)."""
+    if ctx.config.overlap_generation:
+        return _overlapped_update(ctx, method, teacher, student, log)
+    signal = update_batch(ctx, method, teacher, student, log)
+    if not signal:
+        return {}
+    t0 = time.perf_counter()
+    with ctx.learner_turn():  # a colocated vLLM server sleeps through the update
+        # PPO epochs; the train/inference mismatch (mismatch/*) comes from the first
+        metrics = ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration)
+    metrics.update(ctx.push_weights())
+    metrics["time/update_s"] = time.perf_counter() - t0
+    log.add(**metrics)
+    return metrics
+
+
+def _overlapped_update(ctx, method, teacher, student, log: IterationLog) -> dict:
+    """Wait for the previous iteration's update (running since this iteration began), push its
+    weights, then keep this iteration's rollouts for the next one; the last iteration updates
+    in line."""
+    t0 = time.perf_counter()
+    metrics = ctx.background.join_and_push()
+    signal = update_batch(ctx, method, teacher, student, log)
+    if signal and ctx.state.iteration + 1 >= ctx.config.iterations:
+        with ctx.learner_turn():
+            metrics.update(ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration))
+        metrics.update(ctx.push_weights())
+    elif signal:
+        ctx.background.defer(signal)
+    metrics["time/update_s"] = time.perf_counter() - t0
+    log.add(**metrics)
+    return metrics
+
+
+def update_batch(ctx, method, teacher: list[Proposal], student: list[tuple[str, SolveResult]],
+                 log: IterationLog) -> list[Rollout]:
+    """The rollouts the learner trains on: the method's, with its advantages, those with a zero
+    advantage dropped."""
     rolls = method.rollouts(ctx, teacher, student)
     if not rolls:
-        return {}
+        return []
     for r, a in zip(rolls, method.advantages(ctx, rolls), strict=True):
         r.advantage = a
     signal = [r for r in rolls if r.advantage != 0.0]
     log.add(**{"learner/signal_share": len(signal) / len(rolls),
                "learner/teacher_rollouts": sum(r.role == "teacher" for r in rolls),
                "learner/student_rollouts": sum(r.role == "student" for r in rolls)})
-    if not signal:
-        return {}
-    t0 = time.perf_counter()
-    with ctx.learner_turn():  # a colocated vLLM server sleeps through the update
-        for _ in range(ctx.config.updates_per_iteration):
-            metrics = ctx.learner.step(signal)
-    metrics.update(ctx.push_weights())
-    metrics["time/update_s"] = time.perf_counter() - t0
-    log.add(**metrics)
-    return metrics
+    return signal
 
 
 # ---- evaluation and goalposts ------------------------------------------------------------------

@@ -36,6 +36,9 @@ class RunState:
     pending_metrics: dict = field(default_factory=dict)  # metrics of `iteration`, until logged
     history: list = field(default_factory=list)         # per-iteration key metrics (for prints)
     pending_samples: list = field(default_factory=list) # proposal rows of `iteration`, until logged
+    # overlap_generation: `iteration`'s rollouts (with advantages), to be learnt while the next
+    # iteration generates (overlap.py)
+    pending_update: list = field(default_factory=list)
     # What a method carries from one iteration to the next besides the buffers (JSON values,
     # e.g. SGS's targets solved so far); saved and restored with the rest, so a resume continues it.
     method_state: dict = field(default_factory=dict)

@@ -219,8 +219,9 @@ class RecordingLearner:
     def __init__(self):
         self.seen = []
 
-    def step(self, rollouts):
-        self.seen.append(list(rollouts))
+    def update(self, rollouts, epochs=1):  # the update stage's call (rl.learner.Learner.update)
+        for _ in range(epochs):
+            self.seen.append(list(rollouts))
         return {}
 
 

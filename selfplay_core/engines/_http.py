@@ -54,6 +54,8 @@ class JSONClient:
                 params: dict | None = None, expect_json: bool = True) -> Any:
         """Send one request and return the decoded JSON body (or the text when `expect_json`
         is false; None for an empty body). Raises one of the engine errors on any failure."""
+        # doseq: a list value becomes repeated keys (?tags=a&tags=b), what FastAPI's getlist reads;
+        # without it vLLM's /wake_up would get one tag named "['a', 'b']" and wake nothing.
         target = self._prefix + path + (f"?{urlencode(params, doseq=True)}" if params else "")
         where = f"{method} {self.base_url}{path}"
         deadline = time.monotonic() + timeout_s

@@ -88,7 +88,9 @@ class GPUConfig(BaseModel):
     vllm_placement: Literal["server", "colocated"] = "server"
     server_url: str | None = None
     launch_server: bool = False           # the run starts `selfplay vllm-serve` itself
-    weight_sync: Literal["auto", "nccl", "filesystem", "lora", "none"] = "auto"
+    # auto: engines/weight_sync.choose_transport (ipc colocated, nccl where TRL's client runs,
+    # lora for a LoRA learner, else filesystem); the plan prints the choice and why.
+    weight_sync: Literal["auto", "nccl", "ipc", "filesystem", "lora", "none"] = "auto"
     num_gpus: int = Field(1, ge=0)
     learner_gpus: int = Field(1, ge=0)
     rollout_gpus: int = Field(0, ge=0)    # server placement only
@@ -109,6 +111,14 @@ class GPUConfig(BaseModel):
     gradient_checkpointing: bool = True
     lora: LoraSettings | None = None
     gpu_memory_gib: float = Field(80.0, gt=0, description="memory of one GPU, for the plan")
+
+    @property
+    def server_replicas(self) -> int:
+        """Data-parallel vLLM servers of the plan: rollout_gpus / tensor_parallel_size (one for
+        a colocated server)."""
+        if self.engine != "vllm" or self.vllm_placement == "colocated" or not self.rollout_gpus:
+            return 1
+        return self.rollout_gpus // self.tensor_parallel_size
 
     @model_validator(mode="after")
     def _check(self) -> "GPUConfig":
@@ -137,6 +147,11 @@ class GPUConfig(BaseModel):
             fail(MULTI_GPU_LEARNER)
         if self.weight_sync == "lora" and self.lora is None:
             fail("weight_sync 'lora' needs lora settings (the learner must train a LoRA adapter)")
+        if self.weight_sync == "ipc" and (self.engine != "vllm" or self.vllm_placement != "colocated"
+                                          or self.learner_gpus != 1):
+            fail("weight_sync 'ipc' hands the learner's GPU tensors to a vLLM server on the same "
+                 "GPU: it needs engine vllm, vllm_placement 'colocated' and learner_gpus 1 "
+                 "(a server on other GPUs: nccl or filesystem)")
         if self.engine == "hf":
             if self.rollout_gpus:
                 fail("rollout_gpus is for engine 'vllm'; the hf engine generates on the "
@@ -173,10 +188,7 @@ class GPUConfig(BaseModel):
             if self.rollout_gpus % tp:
                 fail(f"tensor_parallel_size={tp} does not divide rollout_gpus="
                      f"{self.rollout_gpus}")
-            if self.rollout_gpus != tp:
-                fail(f"rollout_gpus={self.rollout_gpus} with tensor_parallel_size={tp} means "
-                     f"{self.rollout_gpus // tp} server replicas; the engine drives one server: "
-                     "set tensor_parallel_size = rollout_gpus")
+
         if self.learner_gpus > self.num_gpus:
             fail(f"learner_gpus={self.learner_gpus} exceeds num_gpus={self.num_gpus}")
         return self
@@ -430,9 +442,12 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
     # processes
     if gpu.engine == "vllm" and gpu.vllm_placement == "server":
         if gpu.launch_server:
-            plan.processes.append({"name": "vllm-server", "gpus": rollout_ids,
-                                   "what": f"`selfplay vllm-serve` from $SELFPLAY_VLLM_VENV, "
-                                           f"tp={tp}, gpu_memory_utilization={util}"})
+            for r in range(gpu.server_replicas):
+                name = "vllm-server" if gpu.server_replicas == 1 else f"vllm-server-{r}"
+                plan.processes.append({"name": name, "gpus": rollout_ids[r * tp:(r + 1) * tp],
+                                       "what": f"`selfplay vllm-serve` from $SELFPLAY_VLLM_VENV, "
+                                               f"tp={tp}, gpu_memory_utilization="
+                                               f"{util}"})
         else:
             plan.processes.append({"name": "vllm-server", "gpus": rollout_ids,
                                    "what": f"already running at {gpu.server_url} (not started)"})
@@ -488,13 +503,26 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
                               f"max_model_len={gpu.max_model_len} sequence")
         if gpu.vllm_placement == "colocated":
             _check_colocated(plan, gpu, lm, rm)
-        if gpu.weight_sync in ("auto", "filesystem"):
-            plan.notes.append("weight sync: NCCL when trl+vllm import in the learner, else a "
-                              f"checkpoint write + reload (~{model.num_params() * 2 / GIB:.1f} GiB "
-                              "per update)" if gpu.weight_sync == "auto" else
-                              f"weight sync: checkpoint write + reload "
-                              f"(~{model.num_params() * 2 / GIB:.1f} GiB per update)")
+        plan.notes.append(weight_sync_note(gpu, model))
     return plan
+
+
+def weight_sync_note(gpu: GPUConfig, model: ModelShape) -> str:
+    """The plan's line on the weight transport: which one this process would use, and why."""
+    import importlib.util
+
+    from selfplay_core.engines.weight_sync import choose_transport
+
+    trl_vllm = all(importlib.util.find_spec(m) is not None for m in ("trl", "vllm"))
+    mode, why = choose_transport(gpu.weight_sync, placement=gpu.vllm_placement,
+                                 peft=gpu.lora is not None, cuda=gpu.device == "cuda",
+                                 trl_vllm=trl_vllm)
+    size = model.num_params() * _DTYPE_BYTES[gpu.dtype] / GIB
+    cost = {"filesystem": f"~{size:.1f} GiB written and re-read per update",
+            "nccl": f"~{size:.1f} GiB broadcast per update",
+            "ipc": "no copy (handles to the learner's tensors)",
+            "lora": "the adapter only", "none": "nothing"}[mode]
+    return f"weight sync: {mode} — {why}; {cost}"
 
 
 def _check_colocated(plan: Plan, gpu: GPUConfig, lm: dict, rm: dict) -> None:

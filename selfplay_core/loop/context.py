@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from selfplay_core.checkpoints import (Checkpoint, resolve_checkpoint, restore_rng_states, rng_states,
                                        write_checkpoint)
-from selfplay_core.engines.vllm import iter_sync_tensors
+from selfplay_core.engines.weight_sync import is_peft, iter_sync_tensors
 from selfplay_core.loop import engine_setup as E
 from selfplay_core.loop.worlds import World, build_world, select_goalposts
 from selfplay_core.engines.gpu_config import refuse_distributed_launch
@@ -78,8 +78,8 @@ def hf_push(engine):
     """Weight push for the in-process hf engine: copy the learner's tensors in place (a LoRA
     learner's merged tensors, under the base model's names)."""
     def push(model) -> dict:
-        if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
-            engine.load_weights(iter_sync_tensors(model))  # one merged tensor at a time
+        if is_peft(model):  # merged tensors under the base names, made one at a time
+            engine.load_weights(iter_sync_tensors(model))
         else:
             engine.load_weights(model.state_dict())
         return {}

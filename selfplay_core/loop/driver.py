@@ -25,6 +25,7 @@ from selfplay_core.checkpoints import (
 )
 from selfplay_core.checkpoints import prune as prune_checkpoints
 from selfplay_core.config import RunConfig, dump_config
+from selfplay_core.loop import timing
 from selfplay_core.loop.context import build_context, save_checkpoint
 from selfplay_core.methods import method_for
 from selfplay_core.records import IterationLog
@@ -59,14 +60,20 @@ def _git_sha() -> str:
         return "unknown"
 
 
-def _timed(call, timings):
+def _timed(call, timings, clock=None):
     def wrapped(name, fn, *args):
         t0 = time.perf_counter()
+        if clock is not None:
+            clock.stage = name
         try:
             return call(name, fn, *args)
         finally:
+            dt = time.perf_counter() - t0
             key = f"time/{name}_s"
-            timings[key] = timings.get(key, 0.0) + time.perf_counter() - t0
+            timings[key] = timings.get(key, 0.0) + dt
+            if clock is not None:
+                clock.stage = None
+                clock.add_stage(name, dt)
     return wrapped
 
 
@@ -136,6 +143,7 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         state.run_key = run_key
     store = open_checkpoint_store(cfg) if cfg.tracking.checkpoint_store else None
     ctx = build_context(cfg, run_dir, state, executor=executor, model_dir=model_dir)
+    clock = timing.attach(ctx)  # time/split/*: generation, verification, update, ...
     uri, local_artifacts = resolve_tracking(cfg.tracking.mlflow_uri, cfg.out_dir)
     tags = {"method": cfg.method.name, "seed": str(cfg.seed), "git_sha": _git_sha(),
             "executor.backend": cfg.sandbox.backend, "executor.isolation": ctx.executor.isolation,
@@ -175,9 +183,13 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             t0 = time.perf_counter()
             ilog = IterationLog()
             timings: dict = {}
-            timed = _timed(call, timings)
+            clock.reset()
+            timed = _timed(call, timings, clock)
             before = dict(getattr(ctx.executor, "stats", {}))
+            if cfg.overlap_generation:  # the previous iteration's update, while this one generates
+                ctx.background.start_pending()
             method.run_iteration(ctx, ilog, timed)
+            ilog.add(**ctx.background.join_and_push())  # a method without an update stage
             step = it + 1
             if step % cfg.eval.every == 0 or step == cfg.iterations:
                 timed("evaluate", S.evaluate, ctx, ilog)
@@ -185,7 +197,8 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
                 timed("goalposts", S.track_goalposts, ctx, f"iter {step}", ilog)
             _student_metrics(ilog)
             _harness_errors(cfg, getattr(ctx.executor, "stats", {}), before, ilog, step)
-            ilog.add(**timings, **{"time/iteration_s": time.perf_counter() - t0,
+            iteration_s = time.perf_counter() - t0
+            ilog.add(**timings, **clock.split(iteration_s), **{"time/iteration_s": iteration_s,
                                    "buffer/size": len(ctx.buffers),
                                    "buffer/diversity": ctx.buffers.diversity(),
                                    "teacher/entropy": S.entropy_of(ilog.proposals)})

@@ -171,11 +171,12 @@ class DocumentRound(Round):
                                      "kind": KIND, "document": doc.id})
             todo.append((p, prob))
         batch: list[str] = []
-        for (p, prob), (r1, bad) in zip(todo, S.run_twice(ctx, [(q, p.parsed.code) for p, q in todo])):
+        checked = S.check_references(ctx, [(q, p.parsed.code) for p, q in todo])
+        for (p, prob), (outputs, bad) in zip(todo, checked):
             if bad:
                 reject(p, bad)
                 continue
-            if len({repr(o) for o in r1.outputs}) < t.require_distinct_outputs:
+            if len({repr(o) for o in outputs}) < t.require_distinct_outputs:
                 reject(p, "degenerate_outputs")
                 continue
             text = p.parsed.question
@@ -186,7 +187,7 @@ class DocumentRound(Round):
                 reject(p, "eval_contamination")
                 continue
             batch.append(text)
-            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, r1.outputs)]
+            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, outputs)]
             prob.metadata["dedupe_text"] = text
             p.problem = prob
         S.log_acceptance(log, KIND, proposals, reasons)

@@ -32,6 +32,13 @@ class LearnerConfig(BaseModel):
     # Per-role loss multiplier (a role not named weighs 1). One model plays both roles, so each
     # role's policy gradient also moves the other's behaviour.
     role_weights: dict[str, float] = Field(default_factory=dict)
+    # Truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly
+    # brings you off-policy RL training"): None = off, the PPO ratio is taken against the
+    # engine's logprobs. A cap C: the ratio is taken against the learner's own logprobs of the
+    # first epoch, and each token's loss is weighted by min(pi_learner / pi_engine, C), which
+    # corrects the train/inference mismatch (and an off-policy step) without letting a rare
+    # token's weight explode.
+    tis_cap: float | None = Field(None, gt=0)
     # Scored positions per output-head chunk: bounds the float32 logits of a step (with a 152k
     # vocabulary, 1024 positions make 0.6 GB of float32 logits; the whole sequence would not fit).
     logits_chunk_tokens: int = Field(1024, ge=1)

@@ -32,6 +32,8 @@ def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, to
     attn = torch.zeros((len(seqs), width), dtype=torch.long)
     cmask = torch.zeros((len(seqs), width), dtype=torch.float32)
     old = torch.zeros((len(seqs), width), dtype=torch.float32)
+    base = torch.zeros((len(seqs), width), dtype=torch.float32)
+    have_base = all(r.learner_logprobs is not None for r in rollouts)
     adv = torch.tensor([float(r.advantage) for r in rollouts], dtype=torch.float32)
     temps = torch.tensor([float(r.temperature) if r.temperature > 0 else 1.0 for r in rollouts],
                          dtype=torch.float32)
@@ -41,8 +43,12 @@ def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, to
         attn[i, :n] = 1
         cmask[i, p:n] = 1.0
         old[i, p:n] = torch.tensor(r.old_logprobs, dtype=torch.float32)
-    return {k: v.to(device) for k, v in
-            dict(ids=ids, attn=attn, cmask=cmask, old=old, adv=adv, temps=temps).items()}
+        if have_base:
+            base[i, p:n] = torch.tensor(r.learner_logprobs, dtype=torch.float32)
+    out = dict(ids=ids, attn=attn, cmask=cmask, old=old, adv=adv, temps=temps)
+    if have_base:
+        out["base"] = base
+    return {k: v.to(device) for k, v in out.items()}
 
 
 def token_logprobs(model, ids: torch.Tensor, attn: torch.Tensor, with_entropy: bool = False,
@@ -130,8 +136,22 @@ class Learner:
             per_role[r.role] = per_role.get(r.role, 0) + len(r.completion_ids)
         return [x / (max(1, per_role[r.role]) * len(per_role)) for x, r in zip(w, rollouts)]
 
-    def step(self, rollouts: Sequence[Rollout]) -> dict[str, float]:
-        """One optimizer step over all `rollouts` (micro-batched). Returns metrics."""
+    def update(self, rollouts: Sequence[Rollout], epochs: int = 1) -> dict[str, float]:
+        """`epochs` optimizer steps over the same rollouts (PPO epochs). Returns the last step's
+        metrics plus the first step's train/inference mismatch (`mismatch/*`): only then are
+        the learner's weights the ones the engine sampled with."""
+        metrics: dict[str, float] = {}
+        first: dict[str, float] = {}
+        for e in range(epochs):
+            metrics = self.step(rollouts) if e == 0 else self.step(rollouts, first_epoch=False)
+            if e == 0:
+                first = {k: v for k, v in metrics.items() if k.startswith("mismatch/")}
+        metrics.update(first)
+        return metrics
+
+    def step(self, rollouts: Sequence[Rollout], first_epoch: bool = True) -> dict[str, float]:
+        """One optimizer step over all `rollouts` (micro-batched). Returns metrics; with
+        `first_epoch` also the train/inference mismatch of these rollouts (`mismatch/*`)."""
         rollouts = [r for r in rollouts if r.completion_ids]
         if not rollouts:
             return {"learner/skipped": 1.0}
@@ -146,6 +166,8 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "entropy": 0.0, "clipped": 0.0, "ratio": 0.0}
         n_tok = 0.0
+        mismatch = MismatchStats() if first_epoch else None
+        tis = TISStats() if c.tis_cap is not None else None
         for start in range(0, len(rollouts), c.micro_batch_size):
             mb = rollouts[start:start + c.micro_batch_size]
             b = _pad_batch(mb, self.pad_token_id, self.accelerator.device)
@@ -154,9 +176,23 @@ class Learner:
                                      entropy_grad=c.entropy_coef > 0,
                                      chunk_tokens=c.logits_chunk_tokens)
             mask = b["cmask"]
-            ratio = torch.exp(lp - b["old"]) * mask
+            if mismatch is not None:
+                mismatch.add(lp.detach(), b["old"], mask)
+            weight = None
+            if c.tis_cap is None:
+                ratio = torch.exp(lp - b["old"]) * mask
+            else:
+                base = b.get("base")
+                if base is None:  # the first step over these rollouts: its weights are the base
+                    base = lp.detach()
+                    remember_learner_logprobs(mb, base)
+                ratio = torch.exp(lp - base) * mask
+                weight = tis_weight(base, b["old"], mask, c.tis_cap)
+                tis.add(weight, base, b["old"], mask, c.tis_cap)
             adv = b["adv"].unsqueeze(1)
             pg = -torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv)
+            if weight is not None:
+                pg = weight * pg
             per_tok = pg
             kl = torch.zeros_like(pg)
             if self.ref_model is not None and c.kl_coef > 0:
@@ -189,7 +225,9 @@ class Learner:
         self.steps += 1
         n_tok = max(n_tok, 1.0)
         gn = float(grad_norm)
-        return {
+        extra = {**(mismatch.result() if mismatch is not None else {}),
+                 **(tis.result() if tis is not None else {})}
+        return {**extra,
             "learner/loss": sums["loss"],
             "learner/pg_loss_per_token": sums["pg"] / n_tok,
             "learner/kl_per_token": sums["kl"] / n_tok,
@@ -274,3 +312,78 @@ class Learner:
 def empty_cuda_cache() -> None:
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+# ---- train/inference mismatch and truncated importance sampling -----------------------------------
+class MismatchStats:
+    """Per-token agreement of the engine's logprobs (the sampling policy as the engine computed it)
+    with the learner's at the same weights, over the first epoch's forward passes: |delta logprob|
+    mean and max, and the importance ratio pi_learner / pi_engine before any clipping (mean, std,
+    min, max; k3 = E[r - 1 - log r] >= 0 estimates KL(engine || learner))."""
+
+    def __init__(self):
+        self.n = 0.0
+        self.abs_sum = 0.0
+        self.abs_max = 0.0
+        self.r_sum = 0.0
+        self.r_sq = 0.0
+        self.r_min = float("inf")
+        self.r_max = float("-inf")
+        self.k3 = 0.0
+
+    @torch.no_grad()
+    def add(self, learner_lp: torch.Tensor, engine_lp: torch.Tensor, mask: torch.Tensor) -> None:
+        on = mask > 0
+        if not bool(on.any()):
+            return
+        d = (learner_lp - engine_lp)[on].double()
+        r = torch.exp(d)
+        self.n += float(d.numel())
+        self.abs_sum += float(d.abs().sum())
+        self.abs_max = max(self.abs_max, float(d.abs().max()))
+        self.r_sum += float(r.sum())
+        self.r_sq += float((r * r).sum())
+        self.r_min = min(self.r_min, float(r.min()))
+        self.r_max = max(self.r_max, float(r.max()))
+        self.k3 += float((r - 1.0 - d).sum())
+
+    def result(self) -> dict[str, float]:
+        if not self.n:
+            return {}
+        mean = self.r_sum / self.n
+        var = max(0.0, self.r_sq / self.n - mean * mean)
+        return {"mismatch/logprob_abs_diff_mean": self.abs_sum / self.n,
+                "mismatch/logprob_abs_diff_max": self.abs_max,
+                "mismatch/ratio_mean": mean, "mismatch/ratio_std": math.sqrt(var),
+                "mismatch/ratio_min": self.r_min, "mismatch/ratio_max": self.r_max,
+                "mismatch/kl_k3": self.k3 / self.n, "mismatch/tokens": self.n}
+
+
+def tis_weight(learner_lp: torch.Tensor, engine_lp: torch.Tensor, mask: torch.Tensor,
+               cap: float) -> torch.Tensor:
+    """min(pi_learner / pi_engine, cap) per token (no gradient), 0 off the completion."""
+    return (torch.exp(learner_lp - engine_lp).clamp(max=cap) * mask).detach()
+
+
+def remember_learner_logprobs(rollouts: Sequence[Rollout], lp: torch.Tensor) -> None:
+    """Keep the first step's learner logprobs of each completion on its rollout (TIS base)."""
+    rows = lp.detach().float().cpu()
+    for i, r in enumerate(rollouts):
+        p = len(r.prompt_ids)
+        r.learner_logprobs = rows[i, p:p + len(r.completion_ids)].tolist()
+
+
+class TISStats:
+    def __init__(self):
+        self.n = self.w = self.truncated = 0.0
+
+    @torch.no_grad()
+    def add(self, weight, learner_lp, engine_lp, mask, cap: float) -> None:
+        on = mask > 0
+        self.n += float(on.sum())
+        self.w += float(weight[on].sum())
+        self.truncated += float(((learner_lp - engine_lp)[on] > math.log(cap)).sum())
+
+    def result(self) -> dict[str, float]:
+        n = max(self.n, 1.0)
+        return {"learner/tis_weight_mean": self.w / n, "learner/tis_truncated_frac": self.truncated / n}

@@ -18,3 +18,6 @@ class Rollout:
     role: str = "student"
     meta: dict = field(default_factory=dict)
     temperature: float = 1.0   # the sampling temperature: the learner scores the same policy
+    # The learner's own logprobs of `completion_ids` before its first step over this rollout
+    # (filled by that step when TIS is on; later epochs take the ratio against them).
+    learner_logprobs: list[float] | None = None

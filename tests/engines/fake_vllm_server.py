@@ -8,16 +8,29 @@ of (prompt, sample index, seed), one character per token (token id = ord(char)),
 logprob is derived from its id. Shapes and field names follow vLLM's answers:
 
   GET  /health                      200, empty body
+  GET  /version                     {"version": "0.32.0"}
   GET  /v1/models                   {"data": [{"id": MODEL, ...}]}
-  GET  /server_info                 {"vllm_config": {"weight_transfer_config": {...}}}
+  GET  /server_info                 {"vllm_config": "<the config as one string>", "vllm_env",
+                                    "system_env"}; with ?config_format=json the config as an object
+                                    (model_config.logprobs_mode / enable_sleep_mode, device_config,
+                                    weight_transfer_config), as vLLM 0.31/0.32 answer
   POST /v1/completions              choices[i] = {index, text, token_ids, prompt_token_ids,
                                     finish_reason, stop_reason, logprobs: {tokens: ["token_id:N"],
                                     token_logprobs, top_logprobs, text_offset}}
   POST /collective_rpc              {"method": "reload_weights"} -> records what is in the folder
   POST /reset_prefix_cache          {"success": true}
   POST /v1/load_lora_adapter        plain text "Success: ..."
-  POST /sleep?level=N, /wake_up     200 (wake_up?tags=weights&tags=kv_cache: repeated keys,
-                                    read like FastAPI's list query parameter; `queries` keeps them)
+  POST /sleep?level=N               {"status": "sleeping", "level": N}; weights and KV cache asleep
+  POST /wake_up?tags=A&tags=B       wakes the named parts (none named: all), as vLLM reads the
+                                    tags (query_params.getlist); {"status": "awake"|"sleeping"}
+  GET  /is_sleeping                 {"is_sleeping": bool}
+  POST /init_weight_transfer_engine, /start_weight_update, /update_weights,
+       /finish_weight_update        vLLM's weight-transfer routes; `update_weights` checks an IPC
+                                    payload as vLLM's IPCWeightTransferUpdateInfo does and hands
+                                    each handle to `FakeVLLM.rebuild` (set by the test)
+
+Sampling: a seeded request is a deterministic function of (prompt, sample index, seed); an
+unseeded one draws fresh randomness per sample, as a real server does.
 
 Scripted mode (loop tests): `FakeVLLM(script=fn, tokenizer=tok)` answers each sample with
 `fn(prompt, k)` (k = the sample's index) instead of characters, and counts tokens with a real
@@ -44,6 +57,9 @@ from urllib.parse import parse_qs, urlsplit
 
 
 def _sample_chars(prompt: str, k: int, seed, greedy: bool, length: int) -> str:
+    if seed is None and not greedy:
+        import os
+        seed = "unseeded-" + os.urandom(8).hex()
     key = f"{prompt}|{0 if greedy else k}|{seed}".encode()
     digest = b""
     i = 0
@@ -88,11 +104,18 @@ class FakeVLLM:
         self.served_dir = served_dir
         self.mode = "ok"
         self.requests: list[tuple[str, str, dict | None]] = []
-        self.queries: list[dict[str, list[str]]] = []  # each request's query, parsed as vLLM does
         self.reloads: list[dict] = []
         self.loras: dict[str, str] = {}
-        self.sleeping = False
+        self.asleep: set[str] = set()
         self.dev_mode = True
+        self.version = "0.32.0"
+        self.device = "cuda"                   # what /server_info reports
+        self.logprobs_mode = "processed_logprobs"
+        self.weight_transfer: str | None = None  # backend of --weight-transfer-config
+        self.insecure_serialization = False
+        self.queries: list[dict[str, list[str]]] = []  # each request's query, parsed as vLLM does
+        self.rebuild = None                    # IPC: fn(gpu_uuid, args) -> tensor
+        self.weight_updates: list[dict] = []   # IPC: what each /update_weights carried
         self._stop = threading.Event()
         fake = self
 
@@ -134,7 +157,10 @@ class FakeVLLM:
             def do_POST(self):
                 self._handle("POST")
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # uvicorn's backlog is 2048; Python's default 5 resets bursts
+
+        self.server = Server((host, port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = f"http://{host}:{self.port}"
@@ -142,18 +168,22 @@ class FakeVLLM:
 
     # ---- routes -------------------------------------------------------------------------------
     def route(self, method, path, query, body):
-        dev_only = {"/server_info", "/collective_rpc", "/reset_prefix_cache", "/sleep", "/wake_up"}
+        dev_only = {"/server_info", "/collective_rpc", "/reset_prefix_cache", "/sleep", "/wake_up",
+                    "/is_sleeping", "/init_weight_transfer_engine", "/start_weight_update",
+                    "/update_weights", "/finish_weight_update"}
         if path in dev_only and not self.dev_mode:
             return 404, {"detail": "Not Found"}
         if method == "GET" and path == "/health":
             return 200, b"", "text/plain"
+        if method == "GET" and path == "/version":
+            return 200, {"version": self.version}
         if method == "GET" and path == "/v1/models":
             data = [{"id": self.model, "object": "model", "root": self.model, "parent": None}]
             data += [{"id": n, "object": "model", "root": p, "parent": self.model}
                      for n, p in self.loras.items()]
             return 200, {"object": "list", "data": data}
         if method == "GET" and path == "/server_info":
-            return 200, {"vllm_config": {"weight_transfer_config": {"backend": "nccl"}}}
+            return 200, self.server_info(query.get("config_format", ["text"])[0])
         if method == "POST" and path == "/v1/completions":
             return self.completions(body)
         if method == "POST" and path == "/collective_rpc":
@@ -176,12 +206,76 @@ class FakeVLLM:
             self.loras[body["lora_name"]] = body["lora_path"]
             return 200, f"Success: LoRA adapter '{body['lora_name']}' added successfully.", "text/plain"
         if method == "POST" and path == "/sleep":
-            self.sleeping = True
-            return 200, b"", "text/plain"
+            level = int(query.get("level", ["1"])[0])
+            self.asleep = {"weights", "kv_cache"}
+            return 200, {"status": "sleeping", "level": level}
         if method == "POST" and path == "/wake_up":
-            self.sleeping = False
-            return 200, b"", "text/plain"
+            tags = query.get("tags") or None   # vLLM: no tags = wake everything
+            self.asleep = set() if tags is None else self.asleep - set(tags)
+            return 200, {"status": "sleeping" if self.asleep else "awake", "tags": tags}
+        if method == "GET" and path == "/is_sleeping":
+            return 200, {"is_sleeping": bool(self.asleep)}
+        if path in ("/init_weight_transfer_engine", "/start_weight_update", "/update_weights",
+                    "/finish_weight_update") and method == "POST":
+            return self.weight_transfer_route(path, body)
         return 404, {"detail": "Not Found"}
+
+    @property
+    def sleeping(self) -> bool:
+        return bool(self.asleep)
+
+    def server_info(self, fmt: str) -> dict:
+        env = {"VLLM_SERVER_DEV_MODE": True,
+               "VLLM_ALLOW_INSECURE_SERIALIZATION": self.insecure_serialization}
+        transfer = {"backend": self.weight_transfer} if self.weight_transfer else None
+        if fmt == "json":
+            cfg = {"model_config": {"model": self.model, "logprobs_mode": self.logprobs_mode,
+                                    "enable_sleep_mode": False, "max_model_len": 512},
+                   "device_config": {"device": self.device},
+                   "weight_transfer_config": transfer}
+        else:
+            cfg = (f"model='{self.model}', dtype=torch.float32, max_seq_len=512, "
+                   f"device_config={self.device}, seed=0, enable_prefix_caching=True")
+        return {"vllm_config": cfg, "vllm_env": env, "system_env": {}}
+
+    def weight_transfer_route(self, path, body):
+        """vLLM's routes; errors as vLLM raises them (500 with the message)."""
+        if self.weight_transfer is None:
+            return 500, {"error": {"message": "Weight transfer not configured. Please set "
+                                              "weight_transfer_config to enable weight transfer."}}
+        if path == "/init_weight_transfer_engine":
+            if not isinstance(body, dict) or "init_info" not in body:
+                return 400, {"detail": "Missing 'init_info' in request body"}
+            self.transfer_init = body["init_info"]
+            return 200, {"message": "Weight transfer initialized"}
+        if path == "/start_weight_update":
+            self.updating = True
+            return 200, {"message": "Weight update started"}
+        if path == "/finish_weight_update":
+            self.updating = False
+            return 200, {"message": "Weight update finished"}
+        info = (body or {}).get("update_info")
+        if info is None:
+            return 400, {"detail": "Missing 'update_info' in request body"}
+        if self.weight_transfer == "ipc":
+            import base64
+            import pickle
+
+            if not self.insecure_serialization:
+                return 500, {"error": {"message": "Refusing to deserialize `ipc_handles_pickled` "
+                                                  "without VLLM_ALLOW_INSECURE_SERIALIZATION=1"}}
+            handles = pickle.loads(base64.b64decode(info["ipc_handles_pickled"]))
+            n = len(info["names"])
+            if not (len(info["dtype_names"]) == len(info["shapes"]) == len(handles) == n):
+                return 500, {"error": {"message": "`names`, `dtype_names`, `shapes` and "
+                                                  "`ipc_handles` must have the same size"}}
+            tensors = {}
+            for name, handle in zip(info["names"], handles):
+                (gpu, args), = handle.items()
+                tensors[name] = self.rebuild(gpu, args).clone() if self.rebuild else None
+            self.weight_updates.append({**info, "handles": handles, "tensors": tensors,
+                                        "during_update": getattr(self, "updating", False)})
+        return 200, {"message": "Weights updated"}
 
     def completions(self, body):
         name = body.get("model")
@@ -217,7 +311,9 @@ class FakeVLLM:
                 if len(ids) > max_tokens:  # only scripted text can be longer
                     ids = ids[:max_tokens]
                     text, finish = self.decode(ids), "length"
-                lps = [logprob_of(t) for t in ids]
+                temp = float(body.get("temperature", 1.0)) or 1.0
+                scale = 1.0 / temp if self.logprobs_mode == "processed_logprobs" else 1.0
+                lps = [logprob_of(t) * scale for t in ids]
                 if self.mode == "nan_logprob" and lps:
                     lps[0] = float("nan")
                 choice = {
@@ -225,7 +321,8 @@ class FakeVLLM:
                     "stop_reason": stop_reason, "prompt_token_ids": self.encode(prompt),
                     "token_ids": ids,
                     "logprobs": {"tokens": [f"token_id:{t}" for t in ids], "token_logprobs": lps,
-                                 "top_logprobs": [{f"token_id:{t}": lp} for t, lp in zip(ids, lps)],
+                                 "top_logprobs": [self.top(t, lp, int(body.get("logprobs") or 0),
+                                                           scale) for t, lp in zip(ids, lps)],
                                  "text_offset": list(range(len(ids)))},
                 }
                 if self.mode == "no_token_ids":
@@ -241,6 +338,14 @@ class FakeVLLM:
             # json.dumps writes NaN, which Python's json (and vLLM's answer) carry through.
             pass
         return 200, body
+
+    @staticmethod
+    def top(token: int, lp: float, k: int, scale: float) -> dict:
+        """The sampled token plus the k "most likely" ones (ids 97.., as vLLM: the sampled one
+        merged in); in processed mode their logprobs depend on the temperature."""
+        out = {f"token_id:{97 + j}": logprob_of(97 + j) * scale for j in range(k)}
+        out[f"token_id:{token}"] = lp
+        return out
 
     def encode(self, text: str) -> list[int]:
         if self.tokenizer is None:
@@ -266,10 +371,14 @@ class FakeVLLM:
     def paths(self) -> list[str]:
         return [p for _, p, _ in self.requests]
 
+    def calls(self) -> list[tuple[str, dict]]:
+        """(path, parsed query) of every request, in order."""
+        return list(zip(self.paths(), self.queries))
+
 
 def main(argv: list[str]) -> int:
-    """Standalone: `fake_vllm_server.py [-m vllm.entrypoints.cli.main] serve MODEL --port P ...`
-    (accepts and ignores the other flags vLLM takes). FAKE_VLLM_EXIT=N exits at once with N.
+    """Standalone: `fake_vllm_server.py -m vllm.entrypoints.openai.api_server --model MODEL --port
+    P ...` (accepts and ignores the other flags vLLM takes). FAKE_VLLM_EXIT=N exits at once with N.
     FAKE_VLLM_SCRIPT=toy-loop answers with `toy_loop_script`, tokenized by the tokenizer saved in
     MODEL; FAKE_VLLM_EVENTS=FILE records each weight reload as a JSON line."""
     import os
@@ -278,10 +387,8 @@ def main(argv: list[str]) -> int:
         print("fake vllm: failing on purpose (CUDA error: no kernel image)", file=sys.stderr)
         return int(os.environ["FAKE_VLLM_EXIT"])
     args = list(argv)
-    if args[:2] == ["-m", "vllm.entrypoints.cli.main"]:
-        args = args[2:]
-    assert args and args[0] == "serve", args
-    model = args[1]
+    assert args[:2] == ["-m", "vllm.entrypoints.openai.api_server"], args
+    model = args[args.index("--model") + 1]
     port = int(args[args.index("--port") + 1])
     host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
     delay = float(os.environ.get("FAKE_VLLM_STARTUP_DELAY", "0"))

@@ -64,9 +64,10 @@ def test_colocated_server_sleeps_through_the_update_then_wakes_weights_sync_kv_c
     # the learner stepped while the server slept, and released its cache before any wake-up
     assert [m for m in marks if m[0] == "step"] == [("step", i + 1, True)]
     assert ("empty_cache", i + 1, True) in marks
-    after = list(zip(paths[i + 1:i + 6], fake.queries[i + 1:i + 6]))
+    after = list(zip(paths[i + 1:i + 7], fake.queries[i + 1:i + 7]))
     assert after == [("/wake_up", {"tags": ["weights"]}), ("/collective_rpc", {}),
                      ("/reset_prefix_cache", {}), ("/wake_up", {"tags": ["kv_cache"]}),
+                     ("/is_sleeping", {}),  # the engine checks that nothing sleeps any more
                      ("/v1/completions", {})]
     assert "/v1/completions" in paths[:i] and not fake.sleeping
     assert len(fake.reloads) == 1 and "model.safetensors" in fake.reloads[0]["files"]
@@ -96,6 +97,9 @@ def fake_venv(tmp_path, monkeypatch):
     py.parent.mkdir(parents=True)
     py.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
     py.chmod(py.stat().st_mode | stat.S_IXUSR)
+    # the CUDA build, as far as the launcher can tell (it reads the venv's dist-info)
+    (py.parent.parent / "lib" / "python3.11" / "site-packages" / "vllm-0.31.0.dist-info").mkdir(
+        parents=True)
     monkeypatch.setenv("SELFPLAY_VLLM_VENV", str(py.parent.parent))
 
 

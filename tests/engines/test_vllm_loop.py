@@ -92,6 +92,10 @@ def test_loop_generates_on_the_server_and_pushes_weights_after_the_update(micro_
     assert run.data.tags["engine"] == "vllm" and run.info.status == "FINISHED"
     hist = client.get_metric_history(summary.run_id, "engine/weight_version")
     assert [(m.step, m.value) for m in hist] == [(1, 1.0)]
+    # The train/inference mismatch of the update's first epoch is logged (the double's logprobs
+    # are not the model's, so it is large here; test_vllm_real.py measures a real server's).
+    mismatch = client.get_metric_history(summary.run_id, "mismatch/logprob_abs_diff_mean")
+    assert [m.step for m in mismatch] == [1] and mismatch[0].value > 0.1
     acc = client.get_metric_history(summary.run_id, "teacher/lemma/accepted")
     assert [m.value for m in acc] == [4.0]  # the scripted proposals were valid
 
@@ -154,6 +158,8 @@ def test_launch_server_serves_a_copy_syncs_it_and_stops_the_server(micro_model_d
     py.parent.mkdir(parents=True)
     py.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
     py.chmod(py.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "vllm-venv" / "lib" / "python3.11" / "site-packages" / "vllm-0.31.0.dist-info").mkdir(
+        parents=True)  # the CUDA build, as far as the launcher can tell
     events, args_file = tmp_path / "events.jsonl", tmp_path / "args.json"
     monkeypatch.setenv("SELFPLAY_VLLM_VENV", str(py.parent.parent))
     monkeypatch.setenv("FAKE_VLLM_SCRIPT", "toy-loop")
@@ -168,8 +174,9 @@ def test_launch_server_serves_a_copy_syncs_it_and_stops_the_server(micro_model_d
 
     served = Path(summary.run_dir) / "served_model"
     argv = json.loads(args_file.read_text())["argv"]
-    assert argv[argv.index("serve") + 1] == str(served)        # its own copy, not the model
-    assert "raw_logprobs" in argv and "--weight-transfer-config" not in argv  # filesystem flags
+    assert argv[argv.index("--model") + 1] == str(served)      # its own copy, not the model
+    assert argv[argv.index("--logprobs-mode") + 1] == "processed_logprobs"
+    assert "--weight-transfer-config" not in argv              # filesystem flags
     reloads = [json.loads(l)["reload"] for l in events.read_text().splitlines()]
     assert len(reloads) == 1 and "model.safetensors" in reloads[0]["files"]
     final = weights(summary.checkpoint)

@@ -88,12 +88,15 @@ class StreamingClient:
 
 
 def test_nccl_push_of_a_lora_model_holds_one_merged_tensor_at_a_time(monkeypatch):
+    from selfplay_core.engines.weight_sync import NcclSync
+
     model = lora_model()
-    engine = VLLMEngine(VLLMEngineConfig(base_url="http://127.0.0.1:9", weight_sync="nccl"))
     client = StreamingClient(model)
-    monkeypatch.setattr(engine, "_client", lambda: client)
-    monkeypatch.setattr(engine, "reset_prefix_cache", lambda: None)
-    info = engine._sync_nccl(model)
+    client.init_communicator = lambda device: None
+    cfg = VLLMEngineConfig(base_url="http://127.0.0.1:9", weight_sync="nccl")
+    transport = NcclSync(cfg, client_factory=lambda **kw: client)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: None)  # no GPU here (stand-in)
+    info = transport.push(model, None, [VLLMEngine(cfg).http])
     merged = [n for n in client.names if n.endswith(("q_proj.weight", "v_proj.weight", "down_proj.weight"))]
     assert len(merged) == 6 and client.alive_max <= 1
     assert [m[0] for m in client.meta] == client.names
