@@ -55,6 +55,36 @@ _PATCHES = [
      '    _remove_tree(scratch)\n    end["wall"] = time.monotonic() - t0\n'
      '    _PROF["cleanup"] = time.monotonic()\n    end["prof"] = dict((k, v - t0) for k, v in _PROF.items())\n'),
 ]
+# Child-side stamps (fork returned in the child, _confine start and end), written to a file
+# in the job's scratch dir and read by the worker before it removes the dir.
+_PATCHES += [
+    ("""            try:
+                _confine(job, scratch, w, in_path)
+            except BaseException as e:""",
+     """            try:
+                _c1 = __import__("time").monotonic()
+                _confine(job, scratch, w, in_path)
+                _c2 = __import__("time").monotonic()
+                _fd = os.open("prof", os.O_WRONLY | os.O_CREAT, 0o600)
+                os.write(_fd, ("%r %r %r" % (_c0, _c1, _c2)).encode())
+                os.close(_fd)
+            except BaseException as e:"""),
+    ("""    if pid == 0:  # ---- child
+        status = 0
+""", """    if pid == 0:  # ---- child
+        _c0 = __import__("time").monotonic()
+        status = 0
+"""),
+    ("""    _remove_tree(scratch)
+    end["wall"]""", """    try:
+        with open(os.path.join(scratch, "prof")) as _f:
+            _PROF["child_start"], _PROF["child_confine0"], _PROF["child_confine1"] = map(float, _f.read().split())
+    except (OSError, ValueError, KeyError):
+        pass
+    _remove_tree(scratch)
+    end["wall"]"""),
+]
+CHILD = ["child_start", "child_confine0", "child_confine1"]
 PHASES = ["scratch", "fork", "confine", "load", "tests", "sweep", "cleanup"]
 
 
@@ -153,6 +183,15 @@ def main():
             d.append(r[k] - prev[id(r)])
             prev[id(r)] = r[k]
         print(f"  {k:<9} {statistics.median(d) * 1e3:7.3f} {statistics.mean(d) * 1e3:7.3f}")
+    crow = [r for r in rows if all(k in r for k in CHILD)]
+    if crow:
+        print(f"inside the child (ms, from {len(crow)} jobs; the stamps' own file adds to cleanup):")
+        for a, b, what in (("scratch", "child_start", "fork until the child runs"),
+                           ("child_start", "child_confine0", "after fork, before _confine"),
+                           ("child_confine0", "child_confine1", "_confine (fds, uid, rlimits)"),
+                           ("child_confine1", "confine", "-> its S line seen by the worker")):
+            d = [r[b] - r[a] for r in crow]
+            print(f"  {what:<34} {statistics.median(d) * 1e3:7.3f} {statistics.mean(d) * 1e3:7.3f}")
     if prof:
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
