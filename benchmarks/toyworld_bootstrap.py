@@ -2,10 +2,14 @@
 
 Prints parameters, vocabulary, bootstrap wall time, pass@1 / pass@8 by depth on the held-out
 eval split, goalposts mined from the depth-3/4 pool (pass@k = 0), the teacher format's validity,
-and a short student-only policy-gradient run (held-out depth-2 pass@1 before/after, with sample
-counts). Run by hand; numbers are quoted in notes, not asserted:
+the teacher's variants by kind of prompt at the loop's teacher temperature (goalpost -> lemma,
+lemma -> lift: parsed, valid, faithful, true one-step variants), the Guide's accuracy against
+the toy oracle (synthetic proposals and the teacher's own), and a short student-only
+policy-gradient run (held-out depth-2 pass@1 before/after, with sample counts). Run by hand;
+numbers are quoted in notes, not asserted. Compare two checkpoints by running it on each:
 
     PYTHONPATH=. python benchmarks/toyworld_bootstrap.py [--fresh] [--rl-minutes 3]
+    PYTHONPATH=. python benchmarks/toyworld_bootstrap.py --model-dir DIR --goal-k 0 --rl-minutes 0
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ def main() -> int:
     ap.add_argument("--fresh", action="store_true", help="bootstrap again even if cached (timed)")
     ap.add_argument("--model-dir", default=None, help="evaluate this folder instead of bootstrapping")
     ap.add_argument("--samples", type=int, default=8, help="samples per eval task (pass@1, pass@8)")
-    ap.add_argument("--goal-k", type=int, default=64)
+    ap.add_argument("--goal-k", type=int, default=64, help="0: skip goalpost mining")
+    ap.add_argument("--teacher-temperature", type=float, default=0.4, help="the loop's (tiny-cpu.yaml)")
+    ap.add_argument("--variant-prompts", type=int, default=120, help="per kind of teacher prompt")
+    ap.add_argument("--guide-items", type=int, default=300, help="synthetic Guide items (0: skip)")
     ap.add_argument("--teacher-prompts", type=int, default=200)
     ap.add_argument("--rl-minutes", type=float, default=3.0)
     ap.add_argument("--rl-steps", type=int, default=200, help="upper bound; the minutes decide")
@@ -88,20 +95,23 @@ def main() -> int:
 
         # 2. goalposts mined from the depth-3/4 pool
         t = time.time()
-        mined = mine_goalposts(world.goalpost_pool.problems,
-                               [engine_solver(engine, ex, SamplingParams(temperature=1.0, max_new_tokens=128,
-                                                                         seed=args.seed + 7))],
-                               k=args.goal_k, chunk=16)
-        by_d = {}
-        for p in mined.goalposts:
-            by_d[p.metadata["depth"]] = by_d.get(p.metadata["depth"], 0) + 1
-        report["goalposts"] = {**mined.summary(), "by_depth": by_d,
-                               "pass@k_on_goalposts": mean_pass_at_k(
-                                   [(mined.samples[p.id], mined.passes[p.id]) for p in mined.goalposts],
-                                   args.goal_k) if mined.goalposts else None}
-        print(f"\ngoalposts: {len(mined.goalposts)} of {mined.candidates} depth-3/4 candidates have "
-              f"pass@{args.goal_k} = 0 (by depth {by_d}; {sum(mined.samples.values())} samples, "
-              f"{time.time() - t:.0f}s)")
+        if args.goal_k <= 0:
+            mined = None
+        else:
+            mined = mine_goalposts(world.goalpost_pool.problems,
+                                   [engine_solver(engine, ex, SamplingParams(temperature=1.0, max_new_tokens=128,
+                                                                             seed=args.seed + 7))],
+                                   k=args.goal_k, chunk=16)
+            by_d = {}
+            for p in mined.goalposts:
+                by_d[p.metadata["depth"]] = by_d.get(p.metadata["depth"], 0) + 1
+            report["goalposts"] = {**mined.summary(), "by_depth": by_d,
+                                   "pass@k_on_goalposts": mean_pass_at_k(
+                                       [(mined.samples[p.id], mined.passes[p.id]) for p in mined.goalposts],
+                                       args.goal_k) if mined.goalposts else None}
+            print(f"\ngoalposts: {len(mined.goalposts)} of {mined.candidates} depth-3/4 candidates have "
+                  f"pass@{args.goal_k} = 0 (by depth {by_d}; {sum(mined.samples.values())} samples, "
+                  f"{time.time() - t:.0f}s)")
 
         # 3. teacher format validity
         t = time.time()
@@ -118,7 +128,16 @@ def main() -> int:
               f"{ts.validity:.0%}, faithful (description matches code) {ts.faithful / ts.prompts:.0%}; "
               f"rejections {ts.rejections}")
 
+        # 3b. the teacher's variants by kind, at the loop's teacher temperature; the Guide
+        role_quality(args, engine, ex, world, report)
+
         # 4. RL sanity: student-only policy gradient on depth-2 train tasks
+        if args.rl_minutes <= 0:
+            report["total_s"] = round(time.time() - t0)
+            if args.json:
+                Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n")
+            print(f"\ntotal {report['total_s']}s")
+            return 0
         from transformers import AutoModelForCausalLM
 
         held2 = world.eval.by_depth()[2]
@@ -155,6 +174,57 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n")
     return 0
+
+
+def role_quality(args, engine, ex, world, report) -> None:
+    import random
+
+    from selfplay_core.toyworld.corpus import Exclusion, guide_case
+    from selfplay_core.toyworld.guide_oracle import judge
+    from selfplay_core.toyworld.role_quality import guide_accuracy, guide_items_from_proposals, teacher_quality
+
+    rng = random.Random(f"role-quality:{args.seed}")
+    pool = world.goalpost_pool.by_depth()
+    d3 = [p for p in world.goalpost_pool.tasks if p.depth == 3]
+    d4 = [p for p in world.goalpost_pool.tasks if p.depth == 4]
+    d2 = [t for t in world.eval.tasks if t.depth == 2]
+    n = args.variant_prompts
+    kinds = [("lemma d3->2", rng.sample(d3, min(n, len(d3))), "easier"),
+             ("lemma d4->3", rng.sample(d4, min(n, len(d4))), "easier"),
+             ("lift d2->3", rng.sample(d2, min(n, len(d2))), "harder")]
+    T = args.teacher_temperature
+    report["teacher_variants"] = {}
+    lemma_props = []
+    t = time.time()
+    print(f"\nteacher variants at T={T} (one proposal per prompt; held-out sources):")
+    print(f"  {'kind':<12} {'prompts':>7} {'parsed':>7} {'valid':>7} {'faithful':>9} {'of valid':>9} "
+          f"{'true variant':>13}  depths of faithful")
+    for kind, sources, direction in kinds:
+        q, props = teacher_quality(engine, ex, sources, direction, kind, T, seed=args.seed + 5)
+        if kind.startswith("lemma"):
+            lemma_props += props
+        sh = q.shares()
+        report["teacher_variants"][kind] = sh
+        print(f"  {kind:<12} {sh['prompts']:>7} {sh['parsed']:>7.0%} {sh['valid']:>7.0%} {sh['faithful']:>9.0%} "
+              f"{sh['faithful_of_valid']:>9.0%} {sh['true_variant']:>13.0%}  {sh['depths']}")
+    print(f"  ({time.time() - t:.0f}s)")
+    if args.guide_items <= 0:
+        return
+    t = time.time()
+    ex_ = Exclusion()
+    targets = [rng.choice(world.goalpost_pool.tasks) for _ in range(args.guide_items)]
+    synth = []
+    for tg in targets:
+        prop, code = guide_case(tg, rng, ex_)
+        synth.append((tg, prop.description(), code, judge(tg, prop.description(), code)))
+    report["guide"] = {"synthetic": guide_accuracy(engine, synth, seed=args.seed).summary(),
+                       "teacher_lemmas": guide_accuracy(engine, guide_items_from_proposals(lemma_props),
+                                                        seed=args.seed).summary()}
+    print(f"\nGuide (greedy) vs the toy oracle ({time.time() - t:.0f}s):")
+    for name, g in report["guide"].items():
+        acc = " ".join(f"{k} {v:.0%}" for k, v in g["accuracy"].items())
+        print(f"  {name:<15} {g['items']:>4} items, parsed {g['parsed']:.0%}; exact: {acc}; fidelity "
+              f"balanced {g.get('fidelity_balanced_accuracy', float('nan')):.0%} (items by truth {g['fidelity_items']})")
 
 
 if __name__ == "__main__":

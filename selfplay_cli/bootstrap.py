@@ -5,15 +5,18 @@ from __future__ import annotations
 
 def register(sub) -> None:
     p = sub.add_parser("bootstrap", help="pretrain the toy world's tiny model (cached)",
-                       description="Pretrain the tiny Qwen2-class model of the toy world on student "
-                       "and teacher examples. The result is cached under $SELFPLAY_CACHE "
+                       description="Pretrain the tiny Qwen2-class model of the toy world on student, "
+                       "teacher and Guide examples. The result is cached under $SELFPLAY_CACHE "
                        "(default ~/.cache/selfplay); a second run with the same settings returns at once.")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--examples", type=int, default=None, help="corpus size (default 30000)")
+    p.add_argument("--examples", type=int, default=None, help="corpus size (default 40000)")
     p.add_argument("--epochs", type=float, default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
     p.add_argument("--out", default=None, help="write the model here instead of the cache")
     p.add_argument("--force", action="store_true", help="retrain even when cached")
+    p.add_argument("--goalposts", action="store_true",
+                   help="also mine the model's goalpost set (the embedded default's rule) and write "
+                   "it into the model folder as goalposts.json, as the committed checkpoint ships it")
     p.add_argument("--no-prefect", action="store_true",
                    help="call the core function directly instead of running the Prefect flow")
     p.set_defaults(func=run)
@@ -53,5 +56,21 @@ def run(args) -> int:
         from flows.bootstrap_toy_model import bootstrap_toy_model
 
         path = bootstrap_toy_model(config=config, force=args.force, out_dir=args.out)
+    if args.goalposts:
+        import logging
+        import sys
+
+        from selfplay_core.loop.worlds import ship_goalposts
+
+        # Mining takes minutes: show its rounds (selfplay_core logs them at INFO).
+        lib = logging.getLogger("selfplay_core.loop.worlds")
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        lib.addHandler(handler)
+        lib.setLevel(logging.INFO)
+        try:
+            ship_goalposts(path, log=lambda m: print(m, file=sys.stderr))
+        finally:
+            lib.removeHandler(handler)
     print(path)
     return 0

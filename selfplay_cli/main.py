@@ -5,7 +5,7 @@ import importlib
 import sys
 
 # Subcommand modules of this package; each defines register(subparsers).
-COMMANDS = ["run", "compare", "verify", "evaluate", "convert", "bootstrap", "vllm_serve", "deploy",
+COMMANDS = ["run", "compare", "study", "verify", "evaluate", "convert", "bootstrap", "vllm_serve", "deploy",
             "serve"]
 
 

@@ -225,11 +225,16 @@ def _print_summary(result: dict, cfg) -> None:
     samples = cfg.eval.n * cfg.eval.max_problems if cfg.eval.max_problems else None
     for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name):
         print(line)
+    for line in run_verdict(state):
+        print(f"verdict: {line}")
     print()
     uri = result["tracking_uri"]
     print(f"MLflow run {result['run_id']} in {uri}")
     print(f"  compare runs: {_runs_view(uri, result['run_id'])}")
     print(f"goalpost heatmap: {result['heatmap']}")
+    lineage = Path(result["run_dir"]) / "lineage.html"
+    if lineage.exists():
+        print(f"curriculum lineage: {lineage}")
     print(f"final checkpoint: {result['checkpoint']}")
     if not state.get("finished"):
         print(f"resume with: selfplay run --resume {result['run_dir']}")
@@ -257,6 +262,14 @@ def _runs_view(uri: str, run_id: str) -> str:
     served = uri == f"sqlite:///{repo / 'runs' / 'mlruns' / 'mlflow.db'}"  # make up's default
     return (("`make up` (it serves this store) or " if served else "")
             + f"`{bin_of('mlflow')} ui --backend-store-uri {uri}`, then open {page}")
+
+
+def run_verdict(state: dict) -> list[str]:
+    """One line per k: held-out pass@k at the end against the start checkpoint (eval.verdict)."""
+    from selfplay_core.loop.driver import verdict_lines
+    from selfplay_core.state import RunState
+
+    return verdict_lines(RunState.from_json(state))
 
 
 def _gpu_plan(cfg) -> str | None:

@@ -114,12 +114,23 @@ class WorldConfig(_Frozen):
     lcb_release: str | None = None
     eval_sets: tuple[str, ...] = ("lcb",)    # lcb, humanevalplus (humaneval+), mbppplus (mbpp+)
     prompt_template: str | None = None       # real problems: plain | instruct | FILE (default per set)
-    goalpost_k: int = Field(64, ge=1)        # mined goalposts have pass@k = 0 for the base model
+    goalpost_k: int = Field(128, ge=1)       # mined goalposts have pass@k = 0 for the base model
     max_goalposts: int | None = Field(40, ge=1)
     # Mine from a subset of the pool (None: all of it).
     max_goalpost_candidates: int | None = Field(None, ge=1)
     # A goalpost-set JSON written by mining (run_dir/goalposts.json): use it instead of mining.
     goalposts: str | None = None
+    # How goalposts are mined. unsolved: pass@k = 0 for the starting model. frontier (toy world
+    # only): also a true one-step easier variant the starting model solves with a pass rate in
+    # frontier_band, i.e. a goalpost a curriculum can reach (toyworld/frontier.py). None: the
+    # world's own rule (toy: frontier, lcb: unsolved).
+    goalpost_rule: Literal["unsolved", "frontier"] | None = None
+    frontier_band: tuple[float, float] = (0.3, 0.7)
+    frontier_lemma_samples: int = Field(16, ge=1)
+    frontier_screen_k: int = Field(32, ge=1)
+    # The real training tasks (RLVR, GASP + RLVR) include the goalposts, as the paper's RLVR
+    # trains on the split its goalposts come from (a goalpost no sample solves carries no signal).
+    goalposts_in_real_tasks: bool = True
 
     @model_validator(mode="before")
     @classmethod
@@ -143,7 +154,17 @@ class WorldConfig(_Frozen):
         if self.name == "toy" and (self.data or self.lcb_release):
             raise ValueError("world.data / world.lcb_release are for world 'lcb'; the toy world "
                              "is generated")
+        if self.goalpost_rule == "frontier" and self.name != "toy":
+            raise ValueError("world.goalpost_rule frontier needs the toy world's oracle (true easier "
+                             "variants); use 'unsolved' for world " + repr(self.name))
+        lo, hi = self.frontier_band
+        if not 0.0 <= lo <= hi <= 1.0:
+            raise ValueError(f"world.frontier_band must satisfy 0 <= low <= high <= 1, got {(lo, hi)}")
         return self
+
+    @property
+    def rule(self) -> str:
+        return self.goalpost_rule or ("frontier" if self.name == "toy" else "unsolved")
 
 
 class TeacherConfig(_Frozen):
@@ -157,6 +178,10 @@ class TeacherConfig(_Frozen):
     min_inputs: int = Field(4, ge=1)
     max_inputs: int = Field(10, ge=1)
     require_distinct_outputs: int = Field(2, ge=1)
+    # False: the teacher's policy gradient skips the tokens of its proposal's program (a lever
+    # of the learning study: those tokens are an edit of the program in its prompt, written in
+    # the student's own format, so rewarding them also moves the student).
+    train_solution: bool = True
 
     @model_validator(mode="after")
     def _check(self):
@@ -183,6 +208,12 @@ class StudentConfig(_Frozen):
     # tasks from earlier iterations' buffer (proposed with p in train_band) are solved afresh;
     # those whose new p is still in train_band join the batch.
     replay_tasks_per_iteration: int = Field(0, ge=0)
+    # A student batch short of batch_size / samples_per_task tasks is topped up: "replay" with
+    # earlier iterations' accepted proposals solved afresh (those the student neither always
+    # nor never solves), "real" with real training tasks, "none" not at all. Small batches
+    # degrade the learner whatever their quality (issue 17: RLVR on 3 tasks per iteration lost
+    # 0.05 held-out pass@1), so every arm of the study trains on full batches.
+    fill: Literal["none", "replay", "real"] = "replay"
 
     @model_validator(mode="after")
     def _divisible(self):
@@ -203,12 +234,36 @@ class EvalConfig(_Frozen):
     max_problems: int | None = Field(60, ge=1)
     goalpost_every: int = Field(2, ge=1)
     goalpost_k: int = Field(16, ge=1)        # k = 100 on GPU (paper); smaller on the toy default
+    # Samples per goalpost of the starting model at step 0 (at least goalpost_k): the start model's
+    # floor (goalposts/floor: expected goalposts solved at goalpost_k, goalposts/floor_union:
+    # the same over the run's checks) is reported beside goalposts/solved. 0: off.
+    goalpost_floor_n: int = Field(64, ge=0)
+    # Evaluate the whole held-out set at step 0 and at the end (eval_full/...), and print the
+    # paired verdict of the end against the start (evaluation/verdict.py).
+    verdict: bool = True
 
     @model_validator(mode="after")
     def _ks(self):
         if any(k < 1 or k > self.n for k in self.ks):
             raise ValueError(f"eval.ks must lie in [1, eval.n={self.n}], got {list(self.ks)}")
         return self
+
+
+class DiagnosticsConfig(_Frozen):
+    """Diagnostic arms of the learning study (toy world, method gasp only): they use the toy
+    world's oracle to choose tasks, never in a reward, and are not methods (selfplay study runs
+    them; see methods/diagnostic_arms.py)."""
+
+    # No model teacher: true lemmas of the goalposts, true lifts of the in-band lemmas; the
+    # student trains on those in band; no teacher rollouts.
+    oracle_curriculum: bool = False
+    # GASP, but proposals whose question does not describe their code never reach the student
+    # (the teacher's rewards are untouched).
+    oracle_filter: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.oracle_curriculum or self.oracle_filter
 
 
 class TrackingConfig(_Frozen):
@@ -281,6 +336,7 @@ class RunConfig(_Frozen):
     sandbox: SandboxConfig = SandboxConfig(workers=2)
     tracking: TrackingConfig = TrackingConfig(experiment="selfplay-toy")
     flow: FlowConfig = FlowConfig()
+    diagnostics: DiagnosticsConfig = DiagnosticsConfig()
     # GPU deployment (engines.gpu_config.GPUConfig); None on the CPU default.
     gpu: GPUConfig | None = None
     plan: GPUPlanConfig = GPUPlanConfig()
@@ -342,6 +398,11 @@ class RunConfig(_Frozen):
                 raise ValueError(f"the GPU plan launches {gpu.server_replicas} vLLM server(s) "
                                  "(rollout_gpus / tensor_parallel_size): list as many URLs in "
                                  f"engine.vllm_url, got {n}")
+        d = self.diagnostics
+        if d.active and (self.world.name != "toy" or self.method.name != "gasp"):
+            raise ValueError("diagnostics.* need the toy world (its oracle) and method gasp")
+        if d.oracle_curriculum and d.oracle_filter:
+            raise ValueError("diagnostics: choose oracle_curriculum or oracle_filter, not both")
         if self.gpu is not None and self.gpu.server_url and self.engine.vllm_url \
                 and self.gpu.server_url.rstrip("/") not in [u.rstrip("/") for u in self.engine.vllm_urls]:
             raise ValueError(f"gpu.server_url ({self.gpu.server_url}) and engine.vllm_url "

@@ -38,6 +38,9 @@ class Proposal:
     reward: float | None = None
     faithful: bool | None = None
     solve: object = None            # SolveResult of the student's samples
+    # What a method records about the proposal beyond the above (JSON values): e.g. SGS's Guide
+    # judgments and reward parts; logged with the proposal's sample row.
+    extra: dict = field(default_factory=dict)
 
     @property
     def accepted(self) -> bool:

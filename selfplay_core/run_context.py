@@ -45,12 +45,19 @@ class RunContext:
     executor: Any = None                         # the sandbox (sandbox.Executor)
     learner: Any = None                          # rl.learner.Learner
     tokenizer: Any = None
-    model_dir: Path | None = None                # the weights the run started from
+    model_dir: Path | None = None                # the weights this process started from (a checkpoint on resume)
+    # The configured start weights, also on resume: what a frozen copy of the initial policy
+    # loads (SGS's Guide). None: model_dir.
+    start_model_dir: Path | None = None
     world: Any = None                            # loop.worlds.World (where the problems below came from)
     eval_problems: list[Problem] = field(default_factory=list)
     real_tasks: list[Problem] = field(default_factory=list)
     goalposts: list[Problem] = field(default_factory=list)
     fidelity_fn: Callable | None = None          # toy-world oracle: does a question describe its code
+    # Toy-world oracle of the Guide's judgments: (target question, question, code, faithful) ->
+    # GuideScores, or None where it cannot judge. A diagnostic, never a reward.
+    guide_oracle_fn: Callable | None = None
+    truth_fn: Callable | None = None             # toy-world oracle: the outputs a question denotes
     decontaminator: Any = None                   # real-data worlds: n-gram index of the eval statements
     buffers: TaskBuffer | None = None            # None: the state's buffer
     contamination: TaskBuffer | None = None      # None: built from eval_problems

@@ -17,7 +17,7 @@ from typing import Protocol, Sequence
 from selfplay_core import rewards
 from selfplay_core.buffers import BufferItem
 from selfplay_core.engines.base import SamplingParams
-from selfplay_core.evaluation.passk import mean_pass_at_k_or_nan
+from selfplay_core.evaluation.passk import mean_pass_at_k_or_nan, pass_at_k
 from selfplay_core.problems import Problem, TestCase
 from selfplay_core.proposals import ALLOWED_IMPORTS, probe_inputs  # the one allow-list
 from selfplay_core.records import Anchor, IterationLog, Proposal
@@ -293,6 +293,41 @@ def solve_replay_tasks(ctx, kinds: Sequence[str], log: IterationLog) -> list[tup
     return kept
 
 
+def fill_student_batch(ctx, student: list[tuple[str, SolveResult]], log: IterationLog
+                       ) -> list[tuple[str, SolveResult]]:
+    """Top the batch up to student.batch_size / samples_per_task tasks (student.fill): with
+    earlier iterations' accepted proposals, solved afresh, that the student neither always nor
+    never solves ("replay"), or with real training tasks ("real")."""
+    st = ctx.config.student
+    need = st.batch_size // st.samples_per_task - len(student)
+    log.add(**{"student/batch/own_tasks": len(student)})
+    if st.fill == "none" or need <= 0:
+        return student
+    if st.fill == "real":
+        res = solve(ctx.engine, ctx.executor, ctx.next_real_tasks(need), st.samples_per_task,
+                    student_sampling(ctx))
+        log.add(**{"student/fill/tasks": len(res)})
+        return student + [("real", r) for r in res]
+    have = {r.problem.id for _, r in student}
+    pool = [b for b in ctx.buffers if b.iteration < ctx.state.iteration and b.inputs and b.outputs
+            and b.id not in have and b.kind != "eval"]
+    if not pool:
+        log.add(**{"student/fill/tasks": 0})
+        return student
+    picked = ctx.rng.sample(pool, min(2 * need, len(pool)))
+    probs = [Problem(id=b.id, kind="call", entry_point="f", prompt=b.question,
+                     tests=[TestCase(args=list(a), expected=o) for a, o in zip(b.inputs, b.outputs)],
+                     time_limit_s=1.0, memory_limit_mb=256,
+                     metadata={"reference": b.code, "signature": signature_of(b.code, "f"),
+                               "kind": b.kind})
+             for b in picked]
+    res = solve(ctx.engine, ctx.executor, probs, st.samples_per_task, student_sampling(ctx))
+    kept = [(b.kind, r) for b, r in zip(picked, res) if 0 < r.c < r.n][:need]
+    log.add(**{"student/fill/tasks": len(kept),
+               "student/fill/pass_rate": sum(r.c for r in res) / max(1, sum(r.n for r in res))})
+    return student + kept
+
+
 # ---- update ------------------------------------------------------------------------------------
 
 def _rollout(c, reward: float, role: str, kind: str, group: str, temperature: float,
@@ -304,6 +339,25 @@ def _rollout(c, reward: float, role: str, kind: str, group: str, temperature: fl
                    temperature=temperature)
 
 
+def solution_mask(tokenizer, token_ids: Sequence[int], header: str = "### Solution") -> list[float]:
+    """1 per completion token, 0 for the tokens of the section under `header` (up to the next
+    "### " header): the proposal's program, left out of the teacher's loss when
+    teacher.train_solution is false."""
+    text = tokenizer.decode(list(token_ids), skip_special_tokens=False)
+    start = text.find(header)
+    if start == -1:
+        return [1.0] * len(token_ids)
+    body = text.find("\n", start) + 1 or len(text)
+    end = text.find("\n### ", body)
+    end = len(text) if end == -1 else end + 1
+    mask, pos = [], 0
+    for i in range(len(token_ids)):
+        nxt = len(tokenizer.decode(list(token_ids[:i + 1]), skip_special_tokens=False))
+        mask.append(0.0 if pos < end and nxt > body else 1.0)
+        pos = nxt
+    return mask
+
+
 def rollouts(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]]) -> list[Rollout]:
     """Every proposal's completion (role teacher, its reward) and the student's samples (role
     student, 1 if passed), the student's capped at student.batch_size in whole groups."""
@@ -313,20 +367,24 @@ def rollouts(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]
             continue
         r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id, p.temperature)
         if r:
+            if not ctx.config.teacher.train_solution:
+                r.loss_mask = solution_mask(ctx.tokenizer, r.completion_ids)
             rolls.append(r)
     cap = ctx.config.student.batch_size
-    student_rolls = []
+    groups = []
     for kind, res in student:
-        for c, ok in res.scored():  # samples that hit a harness error yield no rollout
-            r = _rollout(c, rewards.student(ok), "student", kind, res.problem.id,
-                         ctx.config.engine.temperature, passed=bool(ok))
-            if r:
-                student_rolls.append(r)
-    if len(student_rolls) > cap:  # keep whole groups
-        n = ctx.config.student.samples_per_task
-        groups = [student_rolls[i:i + n] for i in range(0, len(student_rolls), n)]
+        group = [_rollout(c, rewards.student(ok), "student", kind, res.problem.id,
+                          ctx.config.engine.temperature, passed=bool(ok))
+                 for c, ok in res.scored()]   # samples that hit a harness error yield no rollout
+        groups.append([r for r in group if r])
+    student_rolls = [r for g in groups for r in g]
+    if len(student_rolls) > cap:  # keep whole groups (a task's samples; not always n of them)
         ctx.rng.shuffle(groups)
-        student_rolls = [r for g in groups[: cap // n] for r in g]
+        student_rolls, room = [], cap
+        for g in groups:
+            if len(g) <= room:
+                student_rolls += g
+                room -= len(g)
     return rolls + student_rolls
 
 
@@ -386,7 +444,9 @@ def update_batch(ctx, method, teacher: list[Proposal], student: list[tuple[str, 
     signal = [r for r in rolls if r.advantage != 0.0]
     log.add(**{"learner/signal_share": len(signal) / len(rolls),
                "learner/teacher_rollouts": sum(r.role == "teacher" for r in rolls),
-               "learner/student_rollouts": sum(r.role == "student" for r in rolls)})
+               "learner/student_rollouts": sum(r.role == "student" for r in rolls),
+               # e.g. REINFORCE½: the correct student rollouts on tasks solved at most half the time
+               "learner/student_signal": sum(r.role == "student" for r in signal)})
     return signal
 
 
@@ -415,20 +475,77 @@ def evaluate(ctx, log: IterationLog) -> dict:
     return out
 
 
+def goalpost_checks(cfg) -> int:
+    """How many goalpost checks a run makes: at step 0, every eval.goalpost_every, at the end."""
+    e = cfg.eval
+    return 1 + sum(1 for s in range(1, cfg.iterations + 1) if s % e.goalpost_every == 0 or s == cfg.iterations)
+
+
+def evaluate_full(ctx, log: IterationLog) -> dict:
+    """The whole held-out set (not the eval.max_problems subset) at step 0 and at the end, for
+    the verdict of the end against the start: eval_full/... metrics, per-problem counts in the
+    state, and at the end verdict/pass@k_{diff,se} (evaluation/verdict.py)."""
+    e = ctx.config.eval
+    probs = ctx.world.heldout_problems
+    res = solve(ctx.engine, ctx.executor, probs, e.n, student_sampling(ctx))
+    counts = {r.problem.id: [r.n, r.c] for r in res}
+    st = ctx.state
+    out = {f"eval_full/all/pass@{k}": mean_pass_at_k_or_nan([(r.n, r.c) for r in res], k) for k in e.ks}
+    if not st.eval_start:
+        st.eval_start = counts
+    else:
+        st.eval_end = counts
+        for v in verdicts(st.eval_start, counts, e.ks):
+            k = v.metric.rsplit("@", 1)[1]
+            out[f"verdict/pass@{k}_diff"] = v.diff
+            out[f"verdict/pass@{k}_se"] = v.se
+            out[f"verdict/pass@{k}_not_worse"] = float(v.not_worse)
+    log.add(**out)
+    return out
+
+
+def verdicts(start: dict, end: dict, ks=None) -> list:
+    """Paired verdicts of `end` against `start` for each k (default: 1 and the samples drawn)."""
+    from selfplay_core.evaluation.verdict import compare
+
+    n = min(min(v[0] for v in start.values()), min(v[0] for v in end.values()))
+    ks = ks or (1, n)
+    return [compare({p: tuple(v) for p, v in start.items()}, {p: tuple(v) for p, v in end.items()},
+                    k, metric=f"held-out pass@{k}") for k in sorted(set(ks)) if k <= n]
+
+
 def track_goalposts(ctx, label: str, log: IterationLog) -> list[float]:
-    """pass@k per goalpost for the current weights: one row of the checkpoint x goalpost matrix."""
-    k = ctx.config.eval.goalpost_k
+    """pass@k per goalpost for the current weights: one row of the checkpoint x goalpost matrix.
+    The first check (the starting model) draws eval.goalpost_floor_n samples: its row uses the
+    first k of them like every later row, and all of them estimate the start model's floor —
+    goalposts/floor, the number of goalposts k samples of the start model are expected to hit,
+    and goalposts/floor_union, the same over the run's checks (goalpost_checks x k samples,
+    at most floor_n) — logged beside goalposts/solved and goalposts/solved_union."""
+    e = ctx.config.eval
+    k = e.goalpost_k
     gps = ctx.goalposts
     if not gps:
         return []
-    res = solve(ctx.engine, ctx.executor, gps, k, student_sampling(ctx))
-    row = [r.c / r.n if r.n else 0.0 for r in res]  # pass rate; solved: pass@k > 0, any pass
+    first = not ctx.state.goalpost_rows
+    n = max(k, e.goalpost_floor_n) if first else k
+    res = solve(ctx.engine, ctx.executor, gps, n, student_sampling(ctx))
+    # pass rate of the first k judged samples (a harness error is no sample); solved: any pass
+    row = [sum(r.passed[:k]) / len(r.passed[:k]) if r.passed else 0.0 for r in res]
+    if first and e.goalpost_floor_n:
+        m = min(n, goalpost_checks(ctx.config) * k)
+        ctx.state.goalpost_floor = {
+            "floor": sum(pass_at_k(r.n, r.c, k) for r in res if r.n >= k),
+            "floor_union": sum(pass_at_k(r.n, r.c, m) for r in res if r.n >= m),
+            "n": n, "union_k": m, "hits_at_n": sum(r.c > 0 for r in res)}
     ctx.state.goalpost_rows.append(row)
     ctx.state.goalpost_labels.append(label)
     solved = sum(1 for v in row if v > 0)
     union = sum(1 for j in range(len(gps)) if any(r[j] > 0 for r in ctx.state.goalpost_rows))
     log.add(**{"goalposts/solved": solved, "goalposts/solved_union": union,
                "goalposts/total": len(gps)})
+    floor = ctx.state.goalpost_floor
+    if floor:
+        log.add(**{"goalposts/floor": floor["floor"], "goalposts/floor_union": floor["floor_union"]})
     return row
 
 

@@ -42,6 +42,14 @@ class RunState:
     # What a method carries from one iteration to the next besides the buffers (JSON values,
     # e.g. SGS's targets solved so far); saved and restored with the rest, so a resume continues it.
     method_state: dict = field(default_factory=dict)
+    # The starting model's goalpost floor (stages.track_goalposts), logged beside goalposts/solved.
+    goalpost_floor: dict = field(default_factory=dict)
+    # Per-problem counts of the whole held-out set at step 0 ({id: [n, c]}), for the end-of-run
+    # verdict against the starting checkpoint (eval.verdict).
+    eval_start: dict = field(default_factory=dict)
+    eval_end: dict = field(default_factory=dict)        # ... and at the last iteration
+    # The curriculum lineage: one record per proposal (tracking/lineage.py).
+    lineage: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         d = asdict(self)

@@ -51,7 +51,7 @@ BAD = [
     (["learner.lr=-1"], "learner.lr"),
     (["student.batch_size=12", "student.samples_per_task=8"], "student.batch_size (12) must be divisible"),
     (["method.lemma_band=[0.8, 0.2]"], "method: lemma_band must satisfy"),
-    (["method=nonsense"], "method: unknown method 'nonsense'; one of azr, compassplay, gasp, gasp+rlvr, rlvr, spice"),
+    (["method=nonsense"], "method: unknown method 'nonsense'; one of azr, compassplay, gasp, gasp+rlvr, rlvr, r-zero, sgs, spice, star"),
     (["method.references=3"], "method.references: unknown key"),          # an AZR key under gasp
     (["method=azr", "method.lemma_band=[0.3, 0.7]"], "method.lemma_band: unknown key"),
     (["method.advantage=ppo"], "method.advantage"),

@@ -41,3 +41,19 @@ def test_default_band_keeps_every_solved_task():
     assert [r.problem.id for _, r in got] == ["p0", "p1"]
     log = IterationLog()
     assert S.student_tasks(ctx((0.0, 1.0)), [solved(3, None)], log) == [] and not log.metrics
+
+
+def test_the_student_cap_keeps_whole_groups_of_any_size():
+    """A task's samples stay together when the batch is capped, also when a method's groups
+    are not student.samples_per_task long (R-Zero's 10 answers against n = 8)."""
+    def task(i, n):
+        comps = [Completion("y", [1], [-0.5], "stop", [7]) for _ in range(n)]
+        return ("rzero", SolveResult(Problem(f"t{i}", "call", [], entry_point="f"), comps, [j % 2 == 0 for j in range(n)]))
+    c = RunContext(load_config(None, ["student.batch_size=24", "student.samples_per_task=8"]))
+    rolls = S.rollouts(c, [], [task(0, 10), task(1, 10), task(2, 10)])
+    by_task: dict = {}
+    for r in rolls:
+        by_task[r.meta["group"]] = by_task.get(r.meta["group"], 0) + 1
+    assert sorted(by_task.values()) == [10, 10]      # two whole groups fit in 24, never a part
+    # under the cap, everything stays, in order
+    assert len(S.rollouts(c, [], [task(0, 10), task(1, 10)])) == 20

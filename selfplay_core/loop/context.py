@@ -8,6 +8,7 @@ kept); each factory can also be called on its own.
 from __future__ import annotations
 
 import logging
+import random
 from pathlib import Path
 
 import torch
@@ -65,7 +66,11 @@ def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
     learner; on resume the optimizer state and the torch RNG states of the checkpoint."""
     policy = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, cfg.model.dtype))
     policy, setup = _learner_setup(cfg, policy)
-    learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), **setup)
+    ref = None
+    if cfg.learner.needs_reference:  # the KL anchor: the starting weights, also on resume
+        ref = AutoModelForCausalLM.from_pretrained(str(resolve_model_dir(cfg)),
+                                                   dtype=getattr(torch, cfg.model.dtype))
+    learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), ref_model=ref, **setup)
     trainer_state = model_dir / "trainer_state.pt"
     if resume and trainer_state.exists():
         saved = torch.load(trainer_state, weights_only=False)
@@ -93,6 +98,19 @@ def make_world(cfg, executor, tokenizer, engine, model_dir: Path) -> World:
     if cfg.world.name != "toy":
         fits = E.prompt_fits(cfg, tokenizer, E.context_length(cfg, engine, model_dir))
     return build_world(cfg, executor=executor, fits=fits)
+
+
+def real_tasks(cfg, world: World, goalposts) -> list:
+    """The world's real training tasks, plus the goalposts they lack (world.goalposts_in_real_tasks:
+    RLVR trains on the split the goalposts come from), in a seeded order."""
+    tasks = list(world.real_tasks)
+    have = {p.id for p in tasks}
+    extra = [g for g in goalposts if g.id not in have]
+    if not (cfg.world.goalposts_in_real_tasks and extra):
+        return tasks
+    tasks += extra
+    random.Random(f"real-order+goalposts:{cfg.seed}").shuffle(tasks)
+    return tasks
 
 
 def build_context(cfg, run_dir: str | Path, state: RunState | None = None, executor=None,
@@ -141,10 +159,12 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
             close()
         raise
     state.goalpost_ids = [g.id for g in goalposts]
+    start = resolve_model_dir(cfg) if resume else model_dir
     return RunContext(cfg, run_dir, state, engine=engine, executor=executor, learner=learner,
-                      tokenizer=tokenizer, model_dir=model_dir, world=world,
-                      eval_problems=world.eval_problems, real_tasks=world.real_tasks,
+                      tokenizer=tokenizer, model_dir=model_dir, start_model_dir=start, world=world,
+                      eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
                       goalposts=goalposts, fidelity_fn=world.fidelity_fn,
+                      guide_oracle_fn=world.guide_oracle_fn, truth_fn=world.truth_fn,
                       decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
 
 

@@ -33,6 +33,7 @@ from selfplay_core.run_context import RunContext
 from selfplay_core.state import RunState, StateError, load_state, save_state
 from selfplay_core.storage import StorageUnavailable
 from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
+from selfplay_core.tracking import lineage
 from selfplay_core.tracking.plots import goalpost_groups, goalpost_heatmap
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,9 @@ class RunSummary:
     heatmap: str | None
     checkpoint: str | None
     history: list
+    # One line each: held-out pass@k at the end against the start checkpoint (eval.verdict).
+    verdict: list = None
+    lineage: str | None = None   # the curriculum lineage page (HTML)
 
 
 def _git_sha() -> str:
@@ -164,6 +168,9 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         raise
     state.run_id = tracker.run_id
     method = method_for(cfg.method)
+    if cfg.diagnostics.active:  # a diagnostic arm of the learning study (toy world only)
+        from selfplay_core.methods.diagnostic_arms import diagnostic_method
+        method = diagnostic_method(cfg, method)
     heatmap = run_dir / "goalpost_heatmap.png"
     try:
         method.setup(ctx)
@@ -176,6 +183,8 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             tracker.log_artifact(str(run_dir / "config.yaml"))
             base = IterationLog()
             call("evaluate", S.evaluate, ctx, base)
+            if cfg.eval.verdict:
+                call("evaluate_full", S.evaluate_full, ctx, base)
             call("goalposts", S.track_goalposts, ctx, "base", base)
             base.add(**{"buffer/size": 0})
             _finish_iteration(ctx, tracker, base, heatmap, step=0, store=store)
@@ -188,21 +197,27 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
             before = dict(getattr(ctx.executor, "stats", {}))
             if cfg.overlap_generation:  # the previous iteration's update, while this one generates
                 ctx.background.start_pending()
-            method.run_iteration(ctx, ilog, timed)
+            done, student = method.run_iteration(ctx, ilog, timed)
             ilog.add(**ctx.background.join_and_push())  # a method without an update stage
             step = it + 1
             if step % cfg.eval.every == 0 or step == cfg.iterations:
                 timed("evaluate", S.evaluate, ctx, ilog)
+            if cfg.eval.verdict and step == cfg.iterations:
+                timed("evaluate_full", S.evaluate_full, ctx, ilog)
             if step % cfg.eval.goalpost_every == 0 or step == cfg.iterations:
                 timed("goalposts", S.track_goalposts, ctx, f"iter {step}", ilog)
             _student_metrics(ilog)
             _harness_errors(cfg, getattr(ctx.executor, "stats", {}), before, ilog, step)
+            trained = {r.problem.id for _, r in student}
+            state.lineage += [lineage.record(p, step, trained) for p in done]
             iteration_s = time.perf_counter() - t0
             ilog.add(**timings, **clock.split(iteration_s), **{"time/iteration_s": iteration_s,
                                    "buffer/size": len(ctx.buffers),
                                    "buffer/diversity": ctx.buffers.diversity(),
                                    "teacher/entropy": S.entropy_of(ilog.proposals)})
             _finish_iteration(ctx, tracker, ilog, heatmap, step, store=store)
+            for path, folder in method.artifacts(ctx):
+                tracker.log_artifact(path, folder)
             if on_iteration:
                 on_iteration(step, ilog.metrics)
         if store is not None:
@@ -216,8 +231,17 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         raise
     finally:
         ctx.close()
+    page = run_dir / "lineage.html"
     return RunSummary(tracker.run_id, str(run_dir), uri, str(heatmap) if heatmap.exists() else None,
-                      _abs_checkpoint(run_dir, state.last_checkpoint), state.history)
+                      _abs_checkpoint(run_dir, state.last_checkpoint), state.history,
+                      verdict=verdict_lines(state), lineage=str(page) if page.exists() else None)
+
+
+def verdict_lines(state: RunState) -> list[str]:
+    """The paired verdicts of the end against the start, from the saved counts."""
+    if not (state.eval_start and state.eval_end):
+        return []
+    return [v.line() for v in S.verdicts(state.eval_start, state.eval_end)]
 
 
 def _flush(store) -> None:
@@ -282,7 +306,7 @@ def _finish_iteration(ctx: RunContext, tracker: RunTracker, ilog: IterationLog, 
             st.checkpoint_uri = upload(store, ckpt, st.checkpoint_key)
     keep = {k: v for k, v in ilog.metrics.items() if isinstance(v, (int, float))}
     st.history.append({"step": step, **{k: keep[k] for k in sorted(keep) if k.split("/")[0] in
-                                        ("student", "teacher", "goalposts", "eval")}})
+                                        ("student", "teacher", "goalposts", "eval", "targets")}})
     st.pending_metrics = keep
     st.pending_samples = [_proposal_row(p) for p in ilog.proposals][: ctx.config.tracking.log_samples]
     save_state(ctx.snapshot_state(), ctx.run_dir / "state.json")
@@ -314,6 +338,8 @@ def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path, resuming: 
         # The matrix itself, so runs can be compared (union over seeds) without their state.
         tracker.log_text(json.dumps({"goalposts": st.goalpost_ids, "checkpoints": st.goalpost_labels,
                                      "pass_rate": st.goalpost_rows}), "goalposts/matrix.json")
+    if st.lineage:
+        tracker.log_artifact(str(write_lineage(ctx)), "lineage")
     if step > 0 and st.last_checkpoint:
         where = st.checkpoint_uri or _abs_checkpoint(ctx.run_dir, st.last_checkpoint)
         tracker.set_tags({"checkpoint.last": where, "checkpoint.iteration": str(step)})
@@ -329,9 +355,30 @@ def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path, resuming: 
     save_state(st, ctx.run_dir / "state.json")
 
 
+def write_lineage(ctx: RunContext) -> Path:
+    """run_dir/lineage.html from the state's lineage records and goalpost matrix."""
+    st, cfg = ctx.state, ctx.config
+    pool = {p.id: p for p in ctx.world.goalpost_pool}
+    ids = list(st.goalpost_ids) + [g for g in dict.fromkeys(r["goalpost"] for r in st.lineage)
+                                   if g and g not in st.goalpost_ids]
+    gps = [{"id": g, "question": (pool[g].prompt if g in pool else "")} for g in ids]
+    solved = lineage.first_solved(st.goalpost_labels[1:], st.goalpost_rows[1:], st.goalpost_ids)
+    rates = {g: [row[j] for row in st.goalpost_rows] for j, g in enumerate(st.goalpost_ids)}
+    bands = {}
+    for kind, attr in (("lemma", "lemma_band"), ("lift", "lift_band")):
+        if hasattr(cfg.method, attr):
+            bands[kind] = tuple(getattr(cfg.method, attr))
+    page = lineage.render(st.lineage, gps, title=f"{cfg.method.name} seed {cfg.seed}: curriculum lineage",
+                          solved=solved, pass_rates=rates, labels=st.goalpost_labels, bands=bands)
+    path = ctx.run_dir / "lineage.html"
+    path.write_text(page)
+    return path
+
+
 def _proposal_row(p) -> dict:
     parsed = p.parsed if getattr(p.parsed, "question", None) is not None else None
     return {"kind": p.kind, "axis": p.axis, "anchor": p.anchor.id, "goalpost": p.anchor.goalpost_id,
             "question": parsed.question if parsed else None, "code": parsed.code if parsed else None,
             "accepted": p.accepted, "rejection": p.rejection, "pass_rate": p.pass_rate,
-            "reward": p.reward, "faithful": p.faithful, "completion": p.completion.text[:1000]}
+            "reward": p.reward, "faithful": p.faithful, "completion": p.completion.text[:1000],
+            **p.extra}

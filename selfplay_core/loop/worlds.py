@@ -10,6 +10,10 @@ A world gives the loop four things and says exactly what they were:
   the starting model, or a goalpost set written by an earlier mining);
 * `fidelity_fn` (optional) — an oracle saying whether a proposal's text describes its code
   (the toy world has one; real data does not);
+* `guide_oracle_fn` (optional) — an oracle of the Guide's judgments of a proposal for a target
+  (the toy world's `guide_oracle.oracle_judgment`), for the Guide-accuracy diagnostic;
+* `truth_fn` (optional) — an oracle giving the outputs a question's text denotes, for tasks
+  proposed without a program (R-Zero's pseudo-label accuracy; the toy world has one);
 * `decontaminator` (optional) — an n-gram index of the evaluation statements; a proposal that
   overlaps one is rejected;
 * `splits()` — {name: (version, content_hash)} for every split used, logged as MLflow tags.
@@ -41,9 +45,11 @@ from selfplay_core.datasets.livecodebench import load_lcb
 from selfplay_core.datasets.registry import _EVALPLUS_RELEASES, load_evalplus
 from selfplay_core.engines.base import SamplingParams
 from selfplay_core.goalposts import engine_solver, mine_goalposts
+from selfplay_core.toyworld.frontier import FrontierSettings, mine_frontier
 from selfplay_core.problems import InputError, Problem
 from selfplay_core.toyworld.bootstrap import cache_root as toy_cache_root
-from selfplay_core.toyworld.fidelity import proposal_fidelity
+from selfplay_core.toyworld.fidelity import proposal_fidelity, true_outputs
+from selfplay_core.toyworld.guide_oracle import oracle_judgment
 from selfplay_core.toyworld.splits import build_world as build_toy_world
 
 log = logging.getLogger(__name__)
@@ -70,8 +76,16 @@ class World:
     real_tasks: list[Problem]
     goalpost_pool: list[Problem]
     fidelity_fn: Callable | None = None
+    guide_oracle_fn: Callable | None = None
+    truth_fn: Callable | None = None
     decontaminator = None
     goalpost_set: SplitInfo | None = None     # set by select_goalposts
+    goalpost_reserve: tuple = ()              # set by select_goalposts (dynamic goalposts)
+
+    @property
+    def heldout_problems(self) -> list[Problem]:
+        """The whole held-out set (eval_problems may be a subset): the end-of-run verdict."""
+        return self.eval_problems
 
     def splits(self) -> dict:
         raise NotImplementedError
@@ -97,6 +111,8 @@ class ToyWorld(World):
     def __init__(self, cfg):
         self.toy = build_toy_world(cfg.world.seed)
         self.fidelity_fn = proposal_fidelity
+        self.guide_oracle_fn = oracle_judgment
+        self.truth_fn = true_outputs
         ev = self.toy.eval.problems
         if cfg.eval.max_problems:
             r = random.Random(f"eval-subset:{cfg.world.seed}")
@@ -105,6 +121,10 @@ class ToyWorld(World):
         self.real_tasks = list(self.toy.train.problems)
         random.Random(f"real-order:{cfg.seed}").shuffle(self.real_tasks)
         self.goalpost_pool = list(self.toy.goalpost_pool.problems)
+
+    @property
+    def heldout_problems(self) -> list[Problem]:
+        return list(self.toy.eval.problems)
 
     def splits(self) -> dict:
         return self._with_goalposts(self.toy.splits())
@@ -289,6 +309,39 @@ def load_goalpost_set(path: str | Path, pool: dict[str, Problem]) -> dict:
     return data
 
 
+def frontier_settings(w) -> FrontierSettings:
+    return FrontierSettings(k=w.goalpost_k, screen_k=min(w.frontier_screen_k, w.goalpost_k),
+                            lemma_samples=w.frontier_lemma_samples, band=tuple(w.frontier_band))
+
+
+def frontier_tag(w) -> str:
+    s = frontier_settings(w)
+    return f"frontier-b{s.band[0]:g}-{s.band[1]:g}-n{s.lemma_samples}-s{s.screen_k}"
+
+
+SHIPPED_GOALPOSTS = "goalposts.json"
+
+
+def shipped_goalposts(model_dir: str | Path, key: str, w) -> dict | None:
+    """The goalpost set mined once for a committed checkpoint and shipped beside its weights
+    (`<model>/goalposts.json`), when it was mined for this model, pool and frontier settings
+    with at least this k (a candidate no sample of k' >= k solved is one no k samples solved);
+    else None (the run mines)."""
+    path = Path(model_dir) / SHIPPED_GOALPOSTS
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        model, pool_tag, k, tag = data["key"].split("-", 3)
+    except (ValueError, KeyError):
+        log.warning("%s: not a goalpost set this version reads; mining instead", path)
+        return None
+    want_model, want_pool, want_k, want_tag = key.split("-", 3)
+    if (model, pool_tag, tag) != (want_model, want_pool, want_tag) or int(k[1:]) < int(want_k[1:]):
+        return None
+    return data
+
+
 def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Path,
                      known_ids: list[str] | None = None, run_dir: str | Path | None = None,
                      cache_root: Path | None = None) -> list[Problem]:
@@ -305,6 +358,7 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
                              "started")
         gps = [pool[i] for i in known_ids]
         world.goalpost_set = SplitInfo("resumed", problems_hash(gps), len(gps))
+        world.goalpost_reserve = []   # a resumed run's dynamic state holds its own reserve
         return gps
     w = cfg.world
     if w.goalposts:
@@ -313,34 +367,87 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
     else:
         if cache_root is None:
             cache_root = toy_cache_root()
-        key = f"{weights_key(model_dir)}-{world.goalpost_cache_tag(cfg)}-k{w.goalpost_k}"
+        rule = w.rule
+        tag = "" if rule == "unsolved" else "-" + frontier_tag(w)
+        key = f"{weights_key(model_dir)}-{world.goalpost_cache_tag(cfg)}-k{w.goalpost_k}{tag}"
         cache = cache_root / "goalposts" / f"{key}.json"
+        data = None
         if cache.exists():
             data = json.loads(cache.read_text())
-        else:
+        elif rule == "frontier":
+            data = shipped_goalposts(model_dir, key, w)
+        if data is None:
             sp = SamplingParams(temperature=cfg.engine.temperature, top_p=cfg.engine.top_p,
                                 max_new_tokens=cfg.engine.max_new_tokens_student, seed=w.seed)
-            log.info("goalpost mining: %d candidates, pass@%d = 0 wanted (first run from this "
-                     "model; cached in %s)", len(pool), w.goalpost_k, cache.parent)
-            res = mine_goalposts(list(pool.values()), [engine_solver(engine, executor, sp)],
-                                 k=w.goalpost_k, chunk=16,
-                                 progress=lambda m: log.info("goalpost mining: %s", m))
+            solver = engine_solver(engine, executor, sp)
+            say = lambda m: log.info("goalpost mining: %s", m)  # noqa: E731
+            log.info("goalpost mining (%s): %d candidates, pass@%d = 0 wanted (first run from this "
+                     "model; cached in %s)", rule, len(pool), w.goalpost_k, cache.parent)
+            if rule == "frontier":
+                res = mine_frontier(list(pool.values()), solver, frontier_settings(w), seed=w.seed,
+                                    progress=say)
+                extra = {"lemmas": res.lemmas, "reserve": res.reserve, "frontier": frontier_settings(w).to_dict()}
+            else:
+                res = mine_goalposts(list(pool.values()), [solver], k=w.goalpost_k, chunk=16, progress=say)
+                extra = {}
             pool_info = world.splits().get("goalpost_pool")
             data = {"format": GOALPOST_FORMAT, "world": world.name, **res.summary(),
-                    "model": key.split("-", 1)[0],
+                    "model": key.split("-", 1)[0], "key": key,
                     "pool": ({"version": pool_info.version, "content_hash": pool_info.content_hash}
                              if pool_info is not None else None),
-                    "ids": [g.id for g in res.goalposts]}
+                    "ids": [g.id for g in res.goalposts], **extra}
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps(data))
-        ids, source = data["ids"], f"mined k={w.goalpost_k}"
+        ids, source = data["ids"], f"mined ({rule}) k={w.goalpost_k}"
     gps = [pool[i] for i in ids]
     if w.max_goalposts:
-        gps = sorted(random.Random(f"gp-subset:{cfg.seed}").sample(gps, min(w.max_goalposts, len(gps))),
+        # Seeded by the world, not the run: every seed of a study faces the same goalposts.
+        gps = sorted(random.Random(f"gp-subset:{w.seed}").sample(gps, min(w.max_goalposts, len(gps))),
                      key=lambda p: p.id)
     world.goalpost_set = SplitInfo(f"{source} ({len(ids)} of {len(pool)} candidates) n={len(gps)}",
                                    problems_hash(gps), len(gps))
+    chosen = {g.id for g in gps}
+    # Dynamic goalposts promote from here: mined goalposts left out of the subset, then the
+    # candidates that were unsolved but had no lemma in band (easiest first).
+    world.goalpost_reserve = [pool[i] for i in list(ids) + list(data.get("reserve", []))
+                              if i in pool and i not in chosen]
     if run_dir is not None:
         out = {**data, "format": GOALPOST_FORMAT, "ids": [g.id for g in gps]}
         Path(run_dir, "goalposts.json").write_text(json.dumps(out, indent=1))
     return gps
+
+
+def ship_goalposts(model_dir: str | Path, cfg=None, executor=None, engine=None,
+                   log: Callable[[str], None] = lambda m: None) -> Path:
+    """Mine the goalpost set a run of `cfg` (default: the embedded default) would mine for the
+    model in `model_dir`, over the whole pool, and write it there as goalposts.json, so runs
+    from that checkpoint start without mining (`shipped_goalposts`)."""
+    import tempfile
+
+    from selfplay_core.config import RunConfig
+    from selfplay_core.engines.hf import HFEngine
+    from selfplay_core.sandbox import Executor
+
+    model_dir = Path(model_dir)
+    cfg = cfg or RunConfig()
+    cfg = cfg.model_copy(update={"world": cfg.world.model_copy(update={"max_goalposts": None, "goalposts": None})})
+    own = executor is None
+    executor = executor or Executor(cfg.sandbox)
+    try:
+        world = build_world(cfg, executor=executor)
+        engine = engine or HFEngine(str(model_dir), batch_size=cfg.engine.batch_size)
+        with tempfile.TemporaryDirectory() as tmp:
+            select_goalposts(world, cfg, engine=engine, executor=executor, model_dir=model_dir,
+                             cache_root=Path(tmp))
+            data = json.loads(next((Path(tmp) / "goalposts").glob("*.json")).read_text())
+    finally:
+        if own:
+            executor.close()
+    out = model_dir / SHIPPED_GOALPOSTS
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    log(f"goalposts: {len(data['ids'])} ({world_rule(cfg)}) of {data['candidates']} candidates -> {out}")
+    return out
+
+
+def world_rule(cfg) -> str:
+    return cfg.world.rule

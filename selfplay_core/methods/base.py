@@ -19,6 +19,7 @@ a Prefect task inside the flow):
         round.remember(ctx, props)                                 # accepted tasks join the buffer
         done += props
     student = method.student_batch(ctx, done, log, call)           # [(kind, SolveResult)]
+    [fill_student]  topped up to its size (student.fill: replay | real | none)
     [update]  rollouts = method.rollouts(ctx, done, student)
               advantages = method.advantages(ctx, rollouts)        # the objective
               learner steps; the engine gets the new weights
@@ -35,7 +36,8 @@ Examples of how the family's methods fill them:
   vote; one whose anchors are documents (SPICE) draws them in `propose`;
 * `score` sees the whole batch, so a reward normalised over it (SGS) or one that needs the
   learner (CompassPlay: `ctx.learner`) is a Round's own business;
-* `setup(ctx)` runs once per run, e.g. to load a frozen Guide or judge model;
+* `setup(ctx)` runs once per run, e.g. to load a frozen Guide or judge model (SGS);
+* `artifacts(ctx)` names files a method writes after each iteration (SGS's solve curve);
 * `rollouts` decides what the learner sees (STaR trains on a prompt without the hint it was
   sampled with); `advantages` is `method.advantage` of the config (`rl.advantages.ESTIMATORS`)
   unless overridden.
@@ -145,6 +147,11 @@ class Method:
         """One advantage per rollout: the configured estimator over the whole batch."""
         return ESTIMATORS[self.config.advantage]([S.scored(r) for r in rollouts])
 
+    def artifacts(self, ctx) -> list[tuple[str, str]]:
+        """Files the method writes after each iteration (e.g. SGS's solve curve), as (local
+        path, MLflow artifact folder); the driver logs them. None by default."""
+        return []
+
     # ---- the iteration ----------------------------------------------------------------------
     def run_iteration(self, ctx, log: IterationLog, call: Callable):
         """One iteration through the hooks; `call(name, fn, *args)` runs each stage (directly,
@@ -161,6 +168,8 @@ class Method:
             rnd.remember(ctx, props)
             done.extend(props)
         student = self.student_batch(ctx, done, log, call)
+        if ctx.config.student.fill != "none":
+            student = call("fill_student", S.fill_student_batch, ctx, student, log)
         call("update", S.update, ctx, self, done, student, log)
         log.proposals.extend(done)
         return done, student

@@ -3,6 +3,11 @@ rewarded by the band [0.3, 0.7]) then lift (a harder variant of the lemma with t
 hidden, band [0.1, 0.5]); the student trains on both. Ablations: one-step medium / hard
 (straight from the goalpost with one band), no io axis (teacher.axes), no rejection sampling
 (teacher.rejection_sampling). `gasp+rlvr`: real training tasks join every student batch.
+
+GASP x Guide (`method.guide`, no anchor paper has it): SGS's frozen Guide judges every accepted
+lemma and lift against its goalpost; an in-band reward is multiplied by the normalised Guide
+score R_guide / 8 (`rewards.guided_band`), and with `guide.gate` a proposal scored below the
+gate does not reach the student.
 """
 
 from __future__ import annotations
@@ -10,13 +15,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from selfplay_core import rewards
 from selfplay_core import stages as S
+from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
 from selfplay_core.methods.base import Method, MethodConfig, register
+from selfplay_core.methods.guide_judge import GASPGuideConfig, judge_proposals, load_guide, oracle_accuracy
 from selfplay_core.methods.rounds import DescribedRound
-from selfplay_core.records import Anchor, Proposal
+from selfplay_core.records import Anchor, IterationLog, Proposal
+
+
+class DynamicGoalpostsConfig(BaseModel):
+    """Dynamic goalposts (selfplay_core/dynamic_goalposts.py): a goalpost solved (pass@k > 0 at
+    eval.goalpost_k) at `solved_checks` consecutive goalpost checks stops anchoring lemmas and
+    the next-hardest unsolved candidate (the mining's reserve) takes its place."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    solved_checks: int = Field(2, ge=1)
 
 
 class GASPConfig(MethodConfig):
@@ -29,6 +46,14 @@ class GASPConfig(MethodConfig):
     # Ablations: None = lemma -> lift; "medium"/"hard" = one step straight from the goalpost
     # with the lemma / lift band.
     one_step: Literal["medium", "hard"] | None = None
+    # None: the goalposts stay fixed.
+    dynamic_goalposts: DynamicGoalpostsConfig | None = None
+    # GASP x Guide: a frozen Guide scales the band reward and can gate the student batch.
+    guide: GASPGuideConfig | None = None
+
+    def check(self, run) -> None:
+        if self.guide is not None:
+            self.guide.check(run, "method.guide")
 
     @model_validator(mode="after")
     def _bands(self):
@@ -43,6 +68,7 @@ class GASPRLVRConfig(GASPConfig):
     name: Literal["gasp+rlvr"] = "gasp+rlvr"
 
     def check(self, run) -> None:
+        super().check(run)
         if run.student.real_tasks_per_iteration == 0:
             raise ValueError("method gasp+rlvr mixes real tasks in: set "
                              "student.real_tasks_per_iteration > 0")
@@ -64,6 +90,57 @@ class BandReward:
         return {"in_band": sum(lo <= p.pass_rate <= hi for p in accepted) / len(accepted)}
 
 
+@dataclass(frozen=True)
+class GuidedBandReward:
+    """GASP x Guide: the band reward of each accepted proposal, an in-band value times its
+    normalised Guide score (stored by `GuidedRound.score` in `p.extra["guide_weight"]`)."""
+
+    band: BandReward
+    multiply: bool = True
+
+    def __call__(self, ctx, accepted: list[Proposal]) -> list[float]:
+        base = self.band(ctx, accepted)
+        if not self.multiply:
+            return base
+        return [rewards.guided_band(r, p.extra["guide_weight"]) for r, p in zip(base, accepted)]
+
+    def metrics(self, accepted: list[Proposal]) -> dict[str, float]:
+        return self.band.metrics(accepted)
+
+
+class GuidedRound(DescribedRound):
+    """A lemma or lift round whose accepted proposals the frozen Guide judges against their
+    goalpost before the band reward is scored."""
+
+    def __init__(self, kind, anchors, direction, per_anchor, band: BandReward, guide, config: GASPGuideConfig):
+        super().__init__(kind, anchors, direction, per_anchor,
+                         GuidedBandReward(band, multiply=config.reward == "multiply"))
+        self.guide, self.gate = guide, config.gate
+
+    @staticmethod
+    def targets(ctx, proposals: list[Proposal]) -> list[str]:
+        """The goalpost each proposal descends from (a lift's is hidden from its prompt, not
+        from the Guide)."""
+        pool = {g.id: g for g in list(ctx.goalposts) + list(getattr(ctx.world, "goalpost_pool", []) or [])}
+        return [(pool[p.anchor.goalpost_id].prompt or "") if p.anchor.goalpost_id in pool
+                else p.anchor.question for p in proposals]
+
+    def score(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
+        acc = [p for p in proposals if p.accepted]
+        judged = judge_proposals(self.guide, acc, self.targets(ctx, acc), log, self.kind)
+        for p, r in zip(acc, judged):
+            p.extra["guide_weight"] = r / rewards.R_GUIDE_MAX
+            p.extra["guide_gated"] = self.gate is not None and p.extra["guide_weight"] < self.gate
+        if acc and self.gate is not None:
+            log.add(**{f"guide/{self.kind}/gated": sum(p.extra["guide_gated"] for p in acc) / len(acc)})
+        S.score(ctx, proposals, self.reward, log)
+
+    def diagnose(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
+        S.fidelity(ctx, proposals, log)
+        acc = [p for p in proposals if p.accepted]
+        oracle_accuracy(ctx, acc, self.targets(ctx, acc), log, self.kind)
+
+
 # Kinds of GASP proposals an earlier iteration's buffer holds (student.replay_tasks_per_iteration).
 REPLAY_KINDS = ("lemma", "lift", "medium", "hard")
 
@@ -72,19 +149,62 @@ REPLAY_KINDS = ("lemma", "lift", "medium", "hard")
 class GASP(Method):
     Config = GASPConfig
 
+    def round(self, kind, anchors, direction, band: BandReward) -> DescribedRound:
+        c = self.config
+        if c.guide is None:
+            return DescribedRound(kind, anchors, direction, c.proposals_per_anchor, band)
+        return GuidedRound(kind, anchors, direction, c.proposals_per_anchor, band, self.guide, c.guide)
+
     def rounds(self, ctx, done: list[Proposal]):
         c = self.config
         lemma = BandReward(c.lemma_band, c.out_of_band, rewards.r_lemma)
         lift = BandReward(c.lift_band, c.out_of_band, rewards.r_lift)
-        goalposts = ctx.goalpost_anchors(c.goalposts_per_iteration)
+        goalposts = self.goalpost_anchors(ctx)
         if c.one_step:
-            yield DescribedRound(c.one_step, goalposts, "easier", c.proposals_per_anchor,
-                                 lemma if c.one_step == "medium" else lift)
+            yield self.round(c.one_step, goalposts, "easier", lemma if c.one_step == "medium" else lift)
             return
-        yield DescribedRound("lemma", goalposts, "easier", c.proposals_per_anchor, lemma)
+        yield self.round("lemma", goalposts, "easier", lemma)
         parents = self.lift_parents(ctx, [p for p in done if p.kind == "lemma"])
         if parents:
-            yield DescribedRound("lift", parents, "harder", c.proposals_per_anchor, lift)
+            yield self.round("lift", parents, "harder", lift)
+
+    # ---- dynamic goalposts ---------------------------------------------------------------------
+    def setup(self, ctx) -> None:
+        if self.config.guide is not None:
+            self.guide = load_guide(ctx, self.config.guide)
+        if self.config.dynamic_goalposts is not None and "dynamic_goalposts" not in ctx.state.method_state:
+            ctx.state.method_state["dynamic_goalposts"] = DynamicState(
+                active=[g.id for g in ctx.goalposts],
+                reserve=[p.id for p in ctx.world.goalpost_reserve]).to_json()
+            ctx.state.method_state["dynamic_checks_seen"] = 1   # the starting model's row
+
+    def goalpost_anchors(self, ctx) -> list[Anchor]:
+        """The iteration's goalposts: drawn from the fixed set, or from the dynamic active set
+        after applying the latest goalpost check to it."""
+        k = self.config.goalposts_per_iteration
+        dyn = self.config.dynamic_goalposts
+        if dyn is None:
+            return ctx.goalpost_anchors(k)
+        ms = ctx.state.method_state
+        st = DynamicState.from_json(ms["dynamic_goalposts"])
+        rows, labels = ctx.state.goalpost_rows, ctx.state.goalpost_labels
+        if len(rows) > ms["dynamic_checks_seen"]:
+            row, label = rows[-1], labels[-1]
+            solved = {g: row[j] > 0 for j, g in enumerate(ctx.state.goalpost_ids) if g in st.active}
+            extra = [g for g in st.active if g not in solved]
+            if extra:  # promoted goalposts are outside the tracked set: check them here
+                pool = {p.id: p for p in ctx.world.goalpost_pool}
+                res = S.solve(ctx.engine, ctx.executor, [pool[g] for g in extra],
+                              ctx.config.eval.goalpost_k, S.student_sampling(ctx))
+                solved.update({g: r.c > 0 for g, r in zip(extra, res)})
+            st, _, _ = dynamic_update(st, solved, dyn.solved_checks, label)
+            ms["dynamic_goalposts"] = st.to_json()
+            ms["dynamic_checks_seen"] = len(rows)
+        pool = {p.id: p for p in ctx.world.goalpost_pool}
+        active = [pool[g] for g in st.active if g in pool]
+        picked = ctx.rng.sample(active, min(k, len(active)))
+        return [Anchor(g.id, g.prompt or "", g.metadata.get("reference", ""), goalpost_id=g.id)
+                for g in picked]
 
     def lift_parents(self, ctx, lemmas: list[Proposal]) -> list[Anchor]:
         """The accepted lemmas, shown without their goalpost; earlier lemmas from the buffer when
@@ -97,6 +217,13 @@ class GASP(Method):
         return parents[:k]
 
     def student_batch(self, ctx, proposals, log, call):
+        ms = ctx.state.method_state.get("dynamic_goalposts")
+        if ms:
+            log.add(**{"goalposts/dynamic/active": len(ms["active"]),
+                       "goalposts/dynamic/retired": len(ms["retired"]),
+                       "goalposts/dynamic/promoted": len(ms["promoted"])})
+        if self.config.guide is not None and self.config.guide.gate is not None:
+            proposals = [p for p in proposals if not p.extra.get("guide_gated")]
         student = S.student_tasks(ctx, proposals, log)
         if ctx.config.student.replay_tasks_per_iteration:
             student += call("solve_replay", S.solve_replay_tasks, ctx, REPLAY_KINDS, log)

@@ -7,6 +7,8 @@
   hard prompts).
 * REINFORCE½ (SGS): keep only correct rollouts on tasks the student solves at most half the
   time; their advantage is 1 (plain log-likelihood), the rest are dropped.
+* SFT (STaR): advantage 1 for every rollout, i.e. the clipped policy-gradient step on rollouts
+  scored by the current policy is a log-likelihood step (the method keeps only correct ones).
 
 A group whose rewards are all equal carries no signal: its advantages are exactly 0.
 
@@ -112,9 +114,14 @@ def _reinforce_half(batch: Sequence[Scored]) -> list[float]:
     return out
 
 
+def _sft(batch: Sequence[Scored]) -> list[float]:
+    return [1.0] * len(batch)
+
+
 ESTIMATORS: dict[str, Estimator] = {
     "trr++": _trr,
     "grpo": _grpo,
     "dr_grpo": _dr_grpo,
     "reinforce_half": _reinforce_half,
+    "sft": _sft,
 }

@@ -39,13 +39,24 @@ class LearnerConfig(BaseModel):
     # corrects the train/inference mismatch (and an off-policy step) without letting a rare
     # token's weight explode.
     tis_cap: float | None = Field(None, gt=0)
+    # Per-role KL coefficient to the frozen starting weights (a role not named gets kl_coef):
+    # e.g. {teacher: 0.1} anchors the teacher's update, so what it learns costs the student less.
+    role_kl: dict[str, float] = Field(default_factory=dict)
     # Scored positions per output-head chunk: bounds the float32 logits of a step (with a 152k
     # vocabulary, 1024 positions make 0.6 GB of float32 logits; the whole sequence would not fit).
     logits_chunk_tokens: int = Field(1024, ge=1)
 
     @model_validator(mode="after")
     def _check_weights(self):
-        bad = {k: v for k, v in self.role_weights.items() if not (v >= 0 and math.isfinite(v))}
-        if bad:
-            raise ValueError(f"learner.role_weights must be finite and >= 0, got {bad}")
+        for name in ("role_weights", "role_kl"):
+            bad = {k: v for k, v in getattr(self, name).items() if not (v >= 0 and math.isfinite(v))}
+            if bad:
+                raise ValueError(f"learner.{name} must be finite and >= 0, got {bad}")
         return self
+
+    @property
+    def needs_reference(self) -> bool:
+        return self.kl_coef > 0 or any(v > 0 for v in self.role_kl.values())
+
+    def kl_of(self, role: str) -> float:
+        return float(self.role_kl.get(role, self.kl_coef))

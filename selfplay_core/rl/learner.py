@@ -24,8 +24,7 @@ from selfplay_core.rl.head_scores import final_hidden, head_scores, output_head
 from selfplay_core.rl.rollout import Rollout  # torch-free: stages and methods build rollouts
 
 
-
-def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, torch.Tensor]:
+def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device, kl=None) -> dict[str, torch.Tensor]:
     seqs = [r.prompt_ids + r.completion_ids for r in rollouts]
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
@@ -41,11 +40,12 @@ def _pad_batch(rollouts: Sequence[Rollout], pad_id: int, device) -> dict[str, to
         n, p = len(s), len(r.prompt_ids)
         ids[i, :n] = torch.tensor(s)
         attn[i, :n] = 1
-        cmask[i, p:n] = 1.0
+        cmask[i, p:n] = 1.0 if r.loss_mask is None else torch.tensor(r.loss_mask, dtype=torch.float32)
         old[i, p:n] = torch.tensor(r.old_logprobs, dtype=torch.float32)
         if have_base:
             base[i, p:n] = torch.tensor(r.learner_logprobs, dtype=torch.float32)
-    out = dict(ids=ids, attn=attn, cmask=cmask, old=old, adv=adv, temps=temps)
+    klw = torch.tensor([float(kl(r.role)) if kl else 0.0 for r in rollouts], dtype=torch.float32)
+    out = dict(ids=ids, attn=attn, cmask=cmask, old=old, adv=adv, temps=temps, klw=klw)
     if have_base:
         out["base"] = base
     return {k: v.to(device) for k, v in out.items()}
@@ -98,8 +98,8 @@ class Learner:
 
         from selfplay_core.rl.optim import ChangeProbe, make_adamw
 
-        if config.kl_coef > 0 and ref_model is None:
-            raise ValueError("learner.kl_coef > 0 needs a frozen reference model (ref_model)")
+        if config.needs_reference and ref_model is None:
+            raise ValueError("learner.kl_coef / role_kl > 0 needs a frozen reference model (ref_model)")
         self.config = config
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
         # Only trainable parameters reach AdamW (LoRA freezes the base: no states for it).
@@ -125,7 +125,7 @@ class Learner:
         c = self.config
         w = [float(c.role_weights.get(r.role, 1.0)) for r in rollouts]
         if c.loss_agg == "token_mean":
-            denom = float(max(1, sum(len(r.completion_ids) for r in rollouts)))
+            denom = float(max(1, sum(r.n_loss_tokens for r in rollouts)))
             return [x / denom for x in w]
         if c.loss_agg == "seq_mean":
             return [x / max(1, len(rollouts)) for x in w]
@@ -133,7 +133,7 @@ class Learner:
             return [x / (max(1, len(rollouts)) * c.max_completion_len) for x in w]
         per_role: dict[str, int] = {}
         for r in rollouts:
-            per_role[r.role] = per_role.get(r.role, 0) + len(r.completion_ids)
+            per_role[r.role] = per_role.get(r.role, 0) + r.n_loss_tokens
         return [x / (max(1, per_role[r.role]) * len(per_role)) for x, r in zip(w, rollouts)]
 
     def update(self, rollouts: Sequence[Rollout], epochs: int = 1) -> dict[str, float]:
@@ -148,6 +148,31 @@ class Learner:
                 first = {k: v for k, v in metrics.items() if k.startswith("mismatch/")}
         metrics.update(first)
         return metrics
+
+    @torch.no_grad()
+    def completion_logprobs(self, rollouts: Sequence[Rollout]) -> list[list[float]]:
+        """The current policy's per-token logprobs of each rollout's completion given its prompt
+        (at the rollout's temperature), micro-batched. For a completion that was sampled under
+        another prompt than the one it is trained on (STaR's hinted rationalizations): its
+        `old_logprobs` must be the policy's under the training prompt."""
+        out: list[list[float]] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            c = self.config
+            for start in range(0, len(rollouts), c.micro_batch_size):
+                mb = [Rollout(r.prompt_ids, r.completion_ids, [0.0] * len(r.completion_ids), 0.0,
+                              temperature=r.temperature)     # placeholders: nothing old is read
+                      for r in rollouts[start:start + c.micro_batch_size]]
+                b = _pad_batch(mb, self.pad_token_id, self.accelerator.device)
+                lp, _ = token_logprobs(self.model, b["ids"], b["attn"], temps=b["temps"],
+                                       score_mask=b["cmask"], chunk_tokens=c.logits_chunk_tokens)
+                for i, r in enumerate(mb):
+                    p = len(r.prompt_ids)
+                    out.append(lp[i, p:p + len(r.completion_ids)].float().cpu().tolist())
+        finally:
+            self.model.train(was_training)
+        return out
 
     def step(self, rollouts: Sequence[Rollout], first_epoch: bool = True) -> dict[str, float]:
         """One optimizer step over all `rollouts` (micro-batched). Returns metrics; with
@@ -170,7 +195,7 @@ class Learner:
         tis = TISStats() if c.tis_cap is not None else None
         for start in range(0, len(rollouts), c.micro_batch_size):
             mb = rollouts[start:start + c.micro_batch_size]
-            b = _pad_batch(mb, self.pad_token_id, self.accelerator.device)
+            b = _pad_batch(mb, self.pad_token_id, self.accelerator.device, kl=c.kl_of)
             lp, ent = token_logprobs(self.model, b["ids"], b["attn"], with_entropy=True,
                                      temps=b["temps"], score_mask=b["cmask"],
                                      entropy_grad=c.entropy_coef > 0,
@@ -195,14 +220,14 @@ class Learner:
                 pg = weight * pg
             per_tok = pg
             kl = torch.zeros_like(pg)
-            if self.ref_model is not None and c.kl_coef > 0:
+            if self.ref_model is not None and bool((b["klw"] > 0).any()):
                 with torch.no_grad():
                     ref_lp, _ = token_logprobs(self.ref_model, b["ids"], b["attn"], temps=b["temps"],
                                                score_mask=b["cmask"],
                                                chunk_tokens=c.logits_chunk_tokens)
                 d = ref_lp - lp
                 kl = torch.exp(d) - d - 1.0  # k3 estimator, >= 0
-                per_tok = per_tok + c.kl_coef * kl
+                per_tok = per_tok + b["klw"].unsqueeze(1) * kl
             if c.entropy_coef > 0:
                 per_tok = per_tok - c.entropy_coef * ent
             per_tok = per_tok * mask

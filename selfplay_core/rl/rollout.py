@@ -21,3 +21,10 @@ class Rollout:
     # The learner's own logprobs of `completion_ids` before its first step over this rollout
     # (filled by that step when TIS is on; later epochs take the ratio against them).
     learner_logprobs: list[float] | None = None
+    # Per completion token, 1 = in the loss, 0 = not (e.g. a proposal's program, see
+    # teacher.train_solution); None: every token.
+    loss_mask: list[float] | None = None
+
+    @property
+    def n_loss_tokens(self) -> float:
+        return float(sum(self.loss_mask)) if self.loss_mask is not None else float(len(self.completion_ids))

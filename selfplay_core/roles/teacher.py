@@ -65,12 +65,15 @@ def teacher_prompt(question: str, code: str, axis: str, direction: str) -> str:
             f"{VARIANT_HEADER} {direction}, axis {axis}\n")
 
 
-def teacher_completion(question: str, code: str, inputs: list) -> str:
-    """The training target: a proposal in exactly the format `parse_teacher` accepts.
-    `inputs` are single arguments (one-parameter functions)."""
+def teacher_completion(question: str, code: str, inputs: list, solution_first: bool = False) -> str:
+    """The training target: a proposal in exactly the format `parse_teacher` accepts (which
+    reads the sections in either order). `inputs` are single arguments (one-parameter
+    functions). `solution_first`: the program, then the question that describes it."""
     lines = "".join(f"{v!r}\n" for v in inputs)
-    return (f"{TASK_HEADER}\n{question.strip()}\n{SOLUTION_HEADER}\n{code.rstrip()}\n"
-            f"{INPUTS_HEADER}\n{lines}{END_HEADER}\n{END_OF_TEXT}")
+    task = f"{TASK_HEADER}\n{question.strip()}\n"
+    solution = f"{SOLUTION_HEADER}\n{code.rstrip()}\n"
+    body = solution + task if solution_first else task + solution
+    return f"{body}{INPUTS_HEADER}\n{lines}{END_HEADER}\n{END_OF_TEXT}"
 
 
 def _header_key(head: str) -> str | None:
@@ -79,7 +82,7 @@ def _header_key(head: str) -> str | None:
     return None
 
 
-def _sections(text: str) -> dict[str, str]:
+def teacher_sections(text: str) -> dict[str, str]:
     """Split on known headers; the first occurrence of each wins."""
     return split_sections(text, _header_key, END_HEADER)
 
@@ -90,7 +93,7 @@ def parse_teacher(output: str, entry_point: str = "f", min_inputs: int = 2,
         text = output.split(END_OF_TEXT, 1)[0]
         if not text.strip():
             return Rejection("empty")
-        sec = _sections(text)
+        sec = teacher_sections(text)
         for header, reason in ((TASK_HEADER, "missing_task"), (SOLUTION_HEADER, "missing_solution"),
                                (INPUTS_HEADER, "missing_inputs")):
             if header not in sec:
@@ -108,7 +111,7 @@ def parse_teacher(output: str, entry_point: str = "f", min_inputs: int = 2,
             line = line.strip()
             if not line:
                 continue
-            args = _parse_args(line, n_params)
+            args = parse_input_line(line, n_params)
             if args is None:
                 bad += 1
                 continue
@@ -123,7 +126,8 @@ def parse_teacher(output: str, entry_point: str = "f", min_inputs: int = 2,
         return Rejection("parser_error", f"{type(e).__name__}: {e}"[:200])
 
 
-def _parse_args(line: str, n_params: int) -> list | None:
+def parse_input_line(line: str, n_params: int) -> list | None:
+    """One line of the Inputs section as an argument list (None: not a literal of that arity)."""
     if len(line) > MAX_INPUT_CHARS:
         return None
     try:

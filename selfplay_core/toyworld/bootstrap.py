@@ -38,9 +38,11 @@ class BootstrapConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     seed: int = 0
-    n_examples: int = Field(default=30000, ge=100)
+    n_examples: int = Field(default=40000, ge=100)
     bug_rate: float = Field(default=0.3, ge=0, le=1)
-    teacher_bug_rate: float = Field(default=0.1, ge=0, le=1)
+    # 0: the teacher's programs do what its questions say (v1 used 0.1; see toyworld.corpus).
+    teacher_bug_rate: float = Field(default=0.0, ge=0, le=1)
+    guide_share: float = Field(default=0.09, ge=0, le=0.5, description="share of Guide examples")
     teacher_inputs: int = Field(default=4, ge=1, le=16)
     vocab_size: int = Field(default=640, ge=300, le=65536)
     tokenizer_sample: int = Field(default=6000, ge=100, description="corpus texts used to train BPE")
@@ -56,7 +58,8 @@ class BootstrapConfig(BaseModel):
 
     def corpus_settings(self) -> CorpusSettings:
         return CorpusSettings(n_examples=self.n_examples, bug_rate=self.bug_rate,
-                              teacher_bug_rate=self.teacher_bug_rate, teacher_inputs=self.teacher_inputs)
+                              teacher_bug_rate=self.teacher_bug_rate, teacher_inputs=self.teacher_inputs,
+                              guide_share=self.guide_share)
 
     def model_settings(self) -> ModelSettings:
         return ModelSettings(self.hidden_size, self.num_layers, self.num_heads, self.num_kv_heads,

@@ -1,11 +1,18 @@
-"""The pretraining corpus: student examples (task -> code) and teacher examples (task -> variant).
+"""The pretraining corpus: student examples (task -> code), teacher examples (task -> variant) and
+Guide examples (target + proposal -> judgments).
 
 Two lessons from the feasibility runs are built in:
 * A per-line bug rate in the student programs (default 30 % per algorithm line): a model trained
   only on clean code is confidently wrong (pass@8 ~ pass@1) and RL gets no signal; with noise the
   right program is the most likely one but not the only one.
-* Teacher examples include depth 2 -> 3 (and a few 3 -> 4) "harder" pairs; without them the
-  teacher never proposes beyond the student's depth.
+* Teacher examples include depth 2 -> 3 (and 3 -> 4) "harder" pairs; without them the teacher
+  never proposes beyond the student's depth. Depth-3/4 sources made easier are the lemma
+  prompts of the goalposts. The teacher's programs are clean (`teacher_bug_rate` 0): a bug in a
+  teacher target is a lesson in writing code its question does not describe, which is exactly
+  the unfaithful proposal that poisons self-play (issue 17: ~74 % of accepted proposals of the
+  v1 checkpoint, trained with a 10 % per-line teacher bug rate, were unfaithful).
+* Guide examples (`roles.guide`): a target, a proposal near it or not, faithful or not, with the
+  toy oracle's judgments (`toyworld.guide_oracle`) as the completion.
 
 Held-out tasks (eval split, goalpost pool) never appear, on either side of a pair: exact tasks are
 excluded, and for depth >= 2 every task that shares a held-out algorithm (whatever its
@@ -17,10 +24,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from selfplay_core.roles.guide import guide_completion, guide_prompt
 from selfplay_core.roles.student import student_completion, student_prompt
 from selfplay_core.roles.teacher import teacher_completion, teacher_prompt
 from selfplay_core.toyworld.primitives import PRIMITIVES
-from selfplay_core.toyworld.tasks import SIGNATURE, Task, sample_task
+from selfplay_core.toyworld.tasks import SIGNATURE, Task, TaskError, sample_step, sample_task
 from selfplay_core.toyworld.variants import variant
 
 
@@ -69,28 +77,122 @@ def student_example(task: Task, rng: random.Random, bug_rate: float) -> str:
 
 
 def teacher_example(src: Task, dst: Task, axis: str, direction: str, rng: random.Random,
-                    bug_rate: float, n_inputs: int) -> str:
+                    bug_rate: float, n_inputs: int, solution_first: bool = False) -> str:
     inputs = dst.sample_inputs(rng, n_inputs)
     rng.shuffle(inputs)
     return (teacher_prompt(src.description(), src.program(), axis, direction)
-            + teacher_completion(dst.description(), noisy_program(dst, rng, bug_rate), inputs))
+            + teacher_completion(dst.description(), noisy_program(dst, rng, bug_rate), inputs,
+                                 solution_first=solution_first))
+
+
+def _unfaithful_program(task: Task, rng: random.Random) -> str:
+    """Code that does not do what the task's text says: one line changed (most often), or a
+    step dropped or added — the kinds of mismatch the model's own proposals show."""
+    from selfplay_core.toyworld.guide_oracle import parse_program, same_behaviour
+
+    for _ in range(8):
+        steps = list(task.steps)
+        r = rng.random()
+        i = rng.randrange(len(steps))
+        if r < 0.7 or len(steps) == 1:
+            steps[i] = mutate_step(steps[i], rng)
+        elif r < 0.85:
+            del steps[i]
+        else:
+            t = _type_before(task, i)
+            s = sample_step(rng, t)
+            if s is not None and s[0] in _SAME_TYPE[t]:
+                steps.insert(i, s)
+        program = task.program(steps)
+        parsed = parse_program(program, task.in_rep)
+        if parsed is not None and not same_behaviour(task, parsed):
+            return program
+    return task.program()
+
+
+_SAME_TYPE = {t: {n for n, p in PRIMITIVES.items() if p.in_type == p.out_type == t}
+              for t in ("ints", "int", "str")}
+
+
+def _type_before(task: Task, i: int) -> str:
+    from selfplay_core.toyworld.tasks import IN_REPS
+
+    t = IN_REPS[task.in_rep].base
+    for name, _ in task.steps[:i]:
+        t = PRIMITIVES[name].out_type
+    return t
+
+
+def _with_redundant_step(task: Task, rng: random.Random) -> Task | None:
+    """The task with one inserted step that changes nothing (sorting before a sum, ...)."""
+    from selfplay_core.toyworld.guide_oracle import redundant_steps
+
+    for _ in range(20):
+        i = rng.randrange(task.depth + 1)
+        t = _type_before(task, i)
+        s = sample_step(rng, t)
+        if s is None or s[0] not in _SAME_TYPE[t]:
+            continue
+        try:
+            cand = Task(task.in_rep, task.steps[:i] + (s,) + task.steps[i:], task.out_rep)
+        except TaskError:
+            continue
+        if redundant_steps(cand) > 0:
+            return cand
+    return None
+
+
+def guide_case(target: Task, rng: random.Random, exclusion: "Exclusion",
+               faithful_share: float = 0.5) -> tuple[Task, str]:
+    """A proposal for `target` as the Guide should see them: near it (a variant, or a variant of
+    a variant), or unrelated, sometimes with a redundant step; with faithful code or not."""
+    proposal = None
+    r = rng.random()
+    if r < 0.45:
+        proposal = variant(target, rng.choice(("f", "io")), rng.choice(("easier", "harder", "same")), rng)
+    elif r < 0.6:
+        first = variant(target, rng.choice(("f", "io")), rng.choice(("easier", "harder", "same")), rng)
+        proposal = first and variant(first, rng.choice(("f", "io")), rng.choice(("easier", "same")), rng)
+    elif r < 0.75:
+        proposal = _with_redundant_step(target if rng.random() < 0.3 else
+                                        _draw_task(rng, rng.choice((1, 2, 3)), exclusion), rng)
+    if proposal is None or exclusion.blocks(proposal):
+        proposal = _draw_task(rng, rng.choice((1, 2, 2, 3, 3, 4)), exclusion)
+    code = proposal.program() if rng.random() < faithful_share else _unfaithful_program(proposal, rng)
+    return proposal, code
+
+
+def guide_example(target: Task, rng: random.Random, exclusion: "Exclusion") -> str:
+    """A Guide training example: prompt, then the oracle's judgments as the completion."""
+    from selfplay_core.toyworld.guide_oracle import judge
+
+    proposal, code = guide_case(target, rng, exclusion)
+    scores = judge(target, proposal.description(), code)
+    return guide_prompt(target.description(), proposal.description(), code) + guide_completion(scores)
 
 
 @dataclass(frozen=True)
 class CorpusSettings:
     n_examples: int = 40000
-    # Shares of the corpus; the rest of 1.0 goes to teacher variant pairs.
-    student_depth_shares: tuple = ((1, 0.70), (2, 0.085), (3, 0.015))
-    # Depth of the task shown to the teacher in variant pairs.
-    teacher_source_depths: tuple = ((1, 0.45), (2, 0.45), (3, 0.10))
+    # Shares of the corpus; the rest of 1.0 (after the Guide's) goes to teacher variant pairs.
+    student_depth_shares: tuple = ((1, 0.545), (2, 0.08), (3, 0.015))
+    guide_share: float = 0.09
+    # Depth of the task shown to the teacher in variant pairs (depth-4 sources only get
+    # "easier": a depth-5 proposal would not fit the teacher's generation budget).
+    teacher_source_depths: tuple = ((1, 0.2), (2, 0.35), (3, 0.35), (4, 0.10))
+    # Depths of Guide targets (goalposts are depth 3-4).
+    guide_target_depths: tuple = ((2, 0.2), (3, 0.5), (4, 0.3))
     bug_rate: float = 0.3
-    teacher_bug_rate: float = 0.1
+    teacher_bug_rate: float = 0.0
     teacher_inputs: int = 4
+    # True: the teacher writes its program first, then the question (an experiment, measured
+    # worse: the program is an edit of the prompt's, the question unrelated; 3 % faithful).
+    teacher_solution_first: bool = False
 
     def __post_init__(self):
-        s = sum(w for _, w in self.student_depth_shares)
+        s = sum(w for _, w in self.student_depth_shares) + self.guide_share
         if not 0 < s <= 1:
-            raise ValueError("student_depth_shares must sum to a value in (0, 1]")
+            raise ValueError("student_depth_shares plus guide_share must sum to a value in (0, 1]")
         if not 0 <= self.bug_rate <= 1 or not 0 <= self.teacher_bug_rate <= 1:
             raise ValueError("bug rates must be in [0, 1]")
         if self.n_examples < 1 or self.teacher_inputs < 1:
@@ -109,7 +211,7 @@ def _draw_pair(rng, s: CorpusSettings, exclusion: Exclusion):
     while True:
         src = _draw_task(rng, rng.choices(depths, weights)[0], exclusion)
         axis = rng.choice(("f", "io"))
-        direction = rng.choice(("easier", "harder"))
+        direction = "easier" if src.depth >= 4 else rng.choice(("easier", "harder"))
         dst = variant(src, axis, direction, rng)
         if dst is not None and not exclusion.blocks(dst):
             return src, dst, axis, direction
@@ -119,16 +221,20 @@ def build_corpus(settings: CorpusSettings, seed: int, exclusion: Exclusion | Non
     """Deterministic for (settings, seed, exclusion): the same texts in the same order."""
     exclusion = exclusion or Exclusion()
     rng = random.Random(f"toyworld-corpus:{seed}")
-    kinds = [d for d, _ in settings.student_depth_shares] + ["teacher"]
-    shares = [w for _, w in settings.student_depth_shares]
+    kinds = [d for d, _ in settings.student_depth_shares] + ["guide", "teacher"]
+    shares = [w for _, w in settings.student_depth_shares] + [settings.guide_share]
     shares.append(max(0.0, 1.0 - sum(shares)))
+    g_depths, g_weights = zip(*settings.guide_target_depths)
     texts = []
     for _ in range(settings.n_examples):
         kind = rng.choices(kinds, shares)[0]
         if kind == "teacher":
             src, dst, axis, direction = _draw_pair(rng, settings, exclusion)
             texts.append(teacher_example(src, dst, axis, direction, rng, settings.teacher_bug_rate,
-                                         settings.teacher_inputs))
+                                         settings.teacher_inputs, settings.teacher_solution_first))
+        elif kind == "guide":
+            target = _draw_task(rng, rng.choices(g_depths, g_weights)[0], exclusion)
+            texts.append(guide_example(target, rng, exclusion))
         else:
             texts.append(student_example(_draw_task(rng, kind, exclusion), rng, settings.bug_rate))
     return texts

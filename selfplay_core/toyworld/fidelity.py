@@ -108,3 +108,24 @@ def proposal_fidelity(executor, items: Sequence[tuple[str, str, list]]) -> list[
         else:
             out[k] = Fidelity(True, True)
     return out  # type: ignore[return-value]
+
+
+def true_outputs(executor, items: Sequence[tuple[str, list]]) -> list[list | None]:
+    """For (question, inputs) pairs — inputs as argument lists — in one executor batch: the
+    outputs of the program the question describes, or None when the question is not a toy-world
+    description or that program fails on one of the inputs (there is no truth to compare to).
+    The truth behind a task proposed without a program (R-Zero); a diagnostic, never a reward."""
+    out: list[list | None] = [None] * len(items)
+    jobs = []
+    for k, (question, inputs) in enumerate(items):
+        task = parse_description(question)
+        if task is None or not inputs:
+            continue
+        prob = Problem(id=f"truth/{k}", kind="call", entry_point="f",
+                       tests=[TestCase(args=list(a), has_expected=False) for a in inputs],
+                       time_limit_s=1.0, memory_limit_mb=256)
+        jobs.append((k, prob, task.program()))
+    for (k, _, _), r in zip(jobs, executor.run([(p, code) for _, p, code in jobs]) if jobs else []):
+        if r.ok:
+            out[k] = list(r.outputs)
+    return out

@@ -3,7 +3,11 @@
 * train — the "real data" of the RLVR baseline (depth 1-2);
 * eval — held out, by depth (1-4);
 * goalpost_pool — depth 3-4 candidates; goalposts are *mined* from it (pass@k = 0 for the base
-  model, see `selfplay_core.goalposts`), not decreed.
+  model, see `selfplay_core.goalposts`; the toy default keeps the *frontier* ones, whose true
+  one-step lemmas the base model solves in band, see `toyworld.frontier`), not decreed.
+
+v2 (issue 17): the pool holds 480 depth-3 candidates (v1: 40) because only ~1 in 10 depth-3
+candidates is a frontier goalpost; the eval split is drawn first and is the same as v1's.
 
 Everything is a function of (seed, sizes). Eval and pool tasks never appear in train or in the
 pretraining corpus (`exclusion()`); each split carries a version string and a content hash over
@@ -20,14 +24,14 @@ from selfplay_core.problems import Problem
 from selfplay_core.toyworld.corpus import Exclusion
 from selfplay_core.toyworld.tasks import Task, make_problem, sample_task
 
-VERSION = "toyworld-v1"
+VERSION = "toyworld-v2"
 
 
 @dataclass(frozen=True)
 class SplitSizes:
     train: tuple = ((1, 200), (2, 400))
     eval: tuple = ((1, 80), (2, 100), (3, 60), (4, 60))
-    goalpost_pool: tuple = ((3, 40), (4, 60))
+    goalpost_pool: tuple = ((3, 480), (4, 60))
     n_tests: int = 8
 
 

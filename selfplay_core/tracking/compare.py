@@ -12,6 +12,9 @@ from selfplay_core.tracking.plots import curves
 
 DEFAULT_METRICS = ("eval/all/pass@1", "eval/all/pass@8", "goalposts/solved",
                    "student/accepted/reward", "teacher/lemma/acceptance")
+# The asymptote A of the scaling-law fit of a run's cumulative target solve rate (SGS logs it;
+# evaluation.solve_curve), shown per run when any run has it.
+ASYMPTOTE = "targets/fit/A"
 
 
 def _key(metric: str) -> str:
@@ -29,6 +32,8 @@ class RunRow:
     curves: dict = field(default_factory=dict)
     solved_ids: set = field(default_factory=set)
     goalposts_total: int | None = None
+    asymptote: float | None = None     # the last fitted A
+    solve_rate: float | None = None    # the last cumulative target solve rate
 
 
 def collect(tracking_uri: str, run_ids: list[str], metrics=DEFAULT_METRICS) -> list[RunRow]:
@@ -50,6 +55,12 @@ def collect(tracking_uri: str, run_ids: list[str], metrics=DEFAULT_METRICS) -> l
                 row.curves[m] = hist
                 row.final[m] = hist[-1][1]
                 row.best[m] = max(v for _, v in hist)
+        fit = client.get_metric_history(rid, ASYMPTOTE)
+        if fit:
+            row.asymptote = max(fit, key=lambda h: h.step).value
+        rate = client.get_metric_history(rid, "targets/cumulative_solve_rate")
+        if rate:
+            row.solve_rate = max(rate, key=lambda h: h.step).value
         try:
             path = client.download_artifacts(rid, "goalposts/matrix.json")
             mat = json.load(open(path))
@@ -63,13 +74,19 @@ def collect(tracking_uri: str, run_ids: list[str], metrics=DEFAULT_METRICS) -> l
 
 
 def render_table(rows: list[RunRow], metrics=DEFAULT_METRICS) -> str:
+    targets = any(r.solve_rate is not None or r.asymptote is not None for r in rows)
     head = ["run", "method", "seed"] + [f"{m} (final/best)" for m in metrics] + ["goalposts solved (any ckpt)"]
+    if targets:
+        head += ["target solve rate", "asymptote A (fit)"]
     lines = [head]
     for r in rows:
         cells = [r.name, r.method, r.seed]
         for m in metrics:
             cells.append(f"{r.final[m]:.3f}/{r.best[m]:.3f}" if m in r.final else "-")
         cells.append(f"{len(r.solved_ids)}/{r.goalposts_total}" if r.goalposts_total else "-")
+        if targets:
+            cells.append(f"{r.solve_rate:.3f}" if r.solve_rate is not None else "-")
+            cells.append(f"{r.asymptote:.3f}" if r.asymptote is not None else "-")
         lines.append(cells)
     by_method: dict[str, list[RunRow]] = defaultdict(list)
     for r in rows:

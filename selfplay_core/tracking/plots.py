@@ -221,3 +221,43 @@ def curves(series: dict[str, Sequence[tuple[float, float]]], path: str | Path, t
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def solve_curve(points: Sequence[tuple[float, float]], path: str | Path, title: str,
+                fit=None, targets: int | None = None) -> Path:
+    """Cumulative solve rate of a target set against the generations spent (points), with the
+    scaling-law fit R(C) = R0 + (A - R0) / (1 + (Cmid/C)^B) and its asymptote A when given
+    (`evaluation.solve_curve.ScalingFit`). Log-scaled C, as SGS plots it."""
+    import numpy as np
+
+    from selfplay_core.evaluation.solve_curve import scaling_law
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    pts = [(c, r) for c, r in points if c > 0]
+    if pts:
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, "o", color="#1f77b4", markersize=4, label="cumulative solve rate (measured)")
+        if fit is not None and not fit.flat:
+            grid = np.geomspace(min(xs), max(xs) * 10, 200)
+            ax.plot(grid, scaling_law(grid, fit.r0, fit.a, fit.cmid, fit.b), "-", color="#ff7f0e",
+                    label=f"fit: R0={fit.r0:.3f}, Cmid={fit.cmid:.3g}, B={fit.b:.2f} (rmse {fit.rmse:.3f})")
+        if fit is not None:
+            ax.axhline(fit.a, ls="--", color="#d62728", lw=1,
+                       label=f"asymptote A = {fit.a:.3f}" + (" (flat curve)" if fit.flat else ""))
+        ax.set_xscale("log")
+    else:
+        ax.text(0.5, 0.5, "no attempts yet", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("generations spent on the target set (C, log scale)")
+    ax.set_ylabel("cumulative solve rate" + (f" of {targets} targets" if targets else ""))
+    ax.grid(alpha=0.3, which="both")
+    if pts:
+        ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -8,9 +8,13 @@ import math
 from typing import Sequence
 
 # The table's columns, in this order, where the run has them.
+# goalposts/floor: the goalposts k samples of the start model are expected to hit, beside the
+# goalposts solved (an expected count, so printed with decimals).
 TABLE_METRICS = ("eval/all/pass@1", "eval/all/pass@{k}", "goalposts/solved", "goalposts/solved_union",
+                 "goalposts/floor", "goalposts/floor_union",
                  "student/accepted/reward", "student/real/pass_rate", "teacher/lemma/acceptance",
-                 "teacher/lift/acceptance", "teacher/azr/acceptance")
+                 "teacher/lift/acceptance", "teacher/azr/acceptance",
+                 "targets/cumulative_solve_rate", "targets/fit/A")
 # Metrics that count things: printed as integers.
 COUNT_SUFFIXES = ("solved", "solved_union", "total", "tasks", "size", "count")
 LEARNING_STUDY = 'README.md, "Does the loop learn?"'

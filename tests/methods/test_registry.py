@@ -13,7 +13,10 @@ from selfplay_core.methods.azr import AZR, AZRConfig
 from selfplay_core.methods.gasp import GASP, GASPConfig, GASPPlusRLVR, GASPRLVRConfig
 from selfplay_core.methods.compassplay import CompassConfig, CompassPlay
 from selfplay_core.methods.rlvr import RLVR, RLVRConfig
+from selfplay_core.methods.rzero import RZero, RZeroConfig
 from selfplay_core.methods.spice import SPICE, SpiceConfig
+from selfplay_core.methods.sgs import SGS, SGSConfig
+from selfplay_core.methods.star import STaR, STaRConfig
 from selfplay_core.records import IterationLog
 from selfplay_core.run_context import RunContext
 
@@ -22,14 +25,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_registry_lists_every_method():
     assert registered() == {"azr": AZR, "compassplay": CompassPlay, "gasp": GASP,
-                            "gasp+rlvr": GASPPlusRLVR, "rlvr": RLVR, "spice": SPICE}
+                            "gasp+rlvr": GASPPlusRLVR, "rlvr": RLVR, "r-zero": RZero, "sgs": SGS,
+                            "spice": SPICE, "star": STaR}
     for name, cls in registered().items():
         assert cls.name == name and cls.Config.model_fields["name"].default == name
-    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig} == \
-        {c.Config for c in registered().values()}
+    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig,
+            RZeroConfig, SGSConfig, STaRConfig} == {c.Config for c in registered().values()}
 
 
-@pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR)])
+@pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR),
+                                      ("r-zero", RZero), ("sgs", SGS), ("star", STaR)])
 def test_the_config_section_selects_the_method(name, cls):
     cfg = load_config(None, [f"method={name}", "student.real_tasks_per_iteration=4"])
     assert isinstance(cfg.method, cls.Config) and type(method_for(cfg.method)) is cls
@@ -92,7 +97,8 @@ class Echo(Method):
 
 def test_the_base_class_runs_the_hooks_as_stages_in_order():
     """A method written as one small class: rounds in order, each as propose / validate /
-    estimate / score stages, then the student batch (solve_real) and the update."""
+    estimate / score stages, then the student batch (solve_real), its fill to the fixed batch
+    size (student.fill, default replay) and the update."""
     seen = []
     method = Echo(EchoConfig(), seen)
     ctx = RunContext(load_config(None))
@@ -105,9 +111,11 @@ def test_the_base_class_runs_the_hooks_as_stages_in_order():
     props, student = method.run_iteration(ctx, log, call)
     assert seen == ["propose_first", "validate_first", "estimate_first", "score_first",
                       "propose_second", "validate_second", "estimate_second", "score_second",
-                      "solve_real", "update"]
+                      "solve_real", "fill_student", "update"]
     assert props == [] and student == []
-    assert log.metrics == {"teacher/first/scored": 1, "teacher/second/scored": 1}
+    # No proposal and no replay buffer yet: the fill has nothing to add.
+    assert log.metrics == {"teacher/first/scored": 1, "teacher/second/scored": 1,
+                           "student/batch/own_tasks": 0, "student/fill/tasks": 0}
 
 
 def _string_constants(path: Path) -> set[str]:

@@ -61,7 +61,7 @@ def S(reward, role="student", kind="lemma", group="t1", passed=None):
 
 
 def test_every_estimator_is_registered():
-    assert set(A.ESTIMATORS) == {"trr++", "grpo", "dr_grpo", "reinforce_half"}
+    assert set(A.ESTIMATORS) == {"trr++", "grpo", "dr_grpo", "reinforce_half", "sft"}
 
 
 def test_trr_groups_by_kind_and_role_grpo_by_role_and_prompt():
@@ -90,3 +90,15 @@ REINFORCE_HALF = [
 @pytest.mark.parametrize("batch,expected", REINFORCE_HALF)
 def test_reinforce_half_over_a_batch(batch, expected):
     assert A.ESTIMATORS["reinforce_half"](batch) == pytest.approx(expected, abs=1e-4)
+
+
+def test_reinforce_half_on_an_sgs_batch_of_targets_and_synthetic_problems():
+    """SGS's Solver batch: a target solved 1 of 4 (kept), a synthetic problem solved 3 of 4
+    (p = 0.75 > 0.5: dropped), one solved 2 of 4 (kept), and the Conjecturer's two rollouts."""
+    batch = ([S(1, kind="target", group="t1")] + [S(0, kind="target", group="t1")] * 3
+             + [S(1, kind="conjecture", group="c1")] * 3 + [S(0, kind="conjecture", group="c1")]
+             + [S(1, kind="conjecture", group="c2")] * 2 + [S(0, kind="conjecture", group="c2")] * 2
+             + [S(1.0, role="teacher", kind="conjecture", group="c1"),
+                S(0.0, role="teacher", kind="conjecture", group="c2")])
+    assert A.ESTIMATORS["reinforce_half"](batch) == pytest.approx(
+        [1, 0, 0, 0] + [0, 0, 0, 0] + [1, 1, 0, 0] + [1, -1], abs=1e-4)

@@ -1,9 +1,10 @@
 import random
 
+from selfplay_core.roles.guide import KEYS, GuideScores, parse_guide
 from selfplay_core.roles.student import StudentAnswer, parse_student
 from selfplay_core.roles.teacher import TeacherProposal, parse_teacher
 from selfplay_core.toyworld.corpus import CorpusSettings, build_corpus, noisy_program
-from selfplay_core.toyworld.fidelity import parse_description
+from selfplay_core.toyworld.fidelity import parse_description, proposal_fidelity
 from selfplay_core.toyworld.tasks import SIGNATURE, sample_task
 
 
@@ -21,8 +22,11 @@ def test_corpus_is_deterministic():
 def test_corpus_mix_and_formats(world):
     texts = build_corpus(CorpusSettings(n_examples=600), 0, world.exclusion())
     teacher = [t for t in texts if "### Variant:" in t]
-    student = [t for t in texts if "### Variant:" not in t]
-    assert 0.12 < len(teacher) / len(texts) < 0.28
+    guide = [t for t in texts if "### Review" in t]
+    student = [t for t in texts if "### Variant:" not in t and "### Review" not in t]
+    # 27 % teacher, 9 % Guide: binomial sd over 600 draws ~1.8 and ~1.2 points
+    assert 0.21 < len(teacher) / len(texts) < 0.33
+    assert 0.05 < len(guide) / len(texts) < 0.13
     for t in student:
         prompt, completion = t.split("### Solution\n" + SIGNATURE + "\n")
         assert isinstance(parse_student(completion, SIGNATURE, "f"), StudentAnswer)
@@ -30,6 +34,45 @@ def test_corpus_mix_and_formats(world):
         prompt, _, output = t.partition("\n### Variant: ")
         output = output.split("\n", 1)[1]
         assert isinstance(parse_teacher(output), TeacherProposal), output
+    for t in guide:
+        assert isinstance(parse_guide(t.split("### Review\n", 1)[1], require=KEYS), GuideScores), t
+
+
+def test_teacher_targets_are_faithful(world, executor):
+    """The teacher's example programs do what their questions say (teacher_bug_rate 0), so
+    the bootstrap never teaches it to write unfaithful proposals."""
+    texts = build_corpus(CorpusSettings(n_examples=400), 1, world.exclusion())
+    props = [parse_teacher(t.partition("\n### Variant: ")[2].split("\n", 1)[1])
+             for t in texts if "### Variant:" in t]
+    fid = proposal_fidelity(executor, [(p.question, p.code, p.inputs) for p in props])
+    assert len(fid) > 80 and all(f.faithful for f in fid)
+
+
+def test_guide_labels_match_the_oracle_and_cover_each_judgment(world, executor):
+    """Each Guide example's labels are the oracle's, with fidelity checked independently by
+    running the example's code against its question's program in the sandbox."""
+    texts = [t for t in build_corpus(CorpusSettings(n_examples=1500), 2, world.exclusion())
+             if "### Review" in t]
+    rows = []
+    for t in texts:
+        head, review = t.split("### Review\n", 1)
+        question = head.split("### Proposal\n", 1)[1].split("\n### Solution\n")[0]
+        code = head.split("### Solution\n", 1)[1]
+        rows.append((question, code, parse_guide(review, require=KEYS)))
+    task_inputs = []
+    for question, code, _ in rows:
+        task = parse_description(question)
+        task_inputs.append(task.sample_inputs(random.Random(0), 8))
+    fid = proposal_fidelity(executor, [(q, c, [[v] for v in inp])
+                                       for (q, c, _), inp in zip(rows, task_inputs)])
+    agree = sum(f.faithful == bool(g.fidelity) for f, (_, _, g) in zip(fid, rows))
+    assert agree / len(rows) > 0.97   # the sandbox's 8 random inputs vs the oracle's 12 probes
+    for key, values in (("fidelity", {0, 1}), ("redundancy", {0, 1}),
+                        ("relevance", {0, 1, 2, 3}), ("complexity", {0, 1, 2, 3, 4})):
+        seen = {getattr(g, key) for _, _, g in rows}
+        assert values <= seen, (key, seen)
+    share = sum(g.fidelity for _, _, g in rows) / len(rows)
+    assert 0.35 < share < 0.65
 
 
 def test_corpus_never_contains_held_out_tasks(world):

@@ -43,3 +43,21 @@ def test_unknown_run_is_one_clear_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "selfplay_cli.main", "compare", "deadbeef", "--tracking-uri", uri],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "not found" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_compare_shows_the_solve_asymptote_of_each_run_that_fits_one(tmp_path):
+    from selfplay_core.tracking import compare
+
+    uri = local_tracking_uri(str(tmp_path / "mlruns"))
+    t = RunTracker(uri, "cmp", run_name="sgs-s0", tags={"method": "sgs", "seed": "0"})
+    for step, (rate, a) in enumerate([(0.1, None), (0.2, 0.5), (0.25, 0.41)], start=1):
+        t.log_metrics({"targets/cumulative_solve_rate": rate, **({"targets/fit/A": a} if a else {})}, step)
+    t.finish()
+    sgs = t.run_id
+    gasp = fake_run(uri, "gasp", 0, [0.1, 0.2], [[0, 0, 0], [0, 0, 0]])
+    rows = compare.collect(uri, [sgs, gasp], ("eval/all/pass@1",))
+    assert rows[0].asymptote == 0.41 and rows[0].solve_rate == 0.25 and rows[1].asymptote is None
+    text = compare.render_table(rows, ("eval/all/pass@1",))
+    head, sgs_line, gasp_line = text.splitlines()[:3]
+    assert "asymptote A (fit)" in head and "target solve rate" in head
+    assert sgs_line.split()[-2:] == ["0.250", "0.410"] and gasp_line.split()[-2:] == ["-", "-"]

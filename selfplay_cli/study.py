@@ -1,0 +1,87 @@
+"""selfplay study: the pre-registered learning study on the toy world (issue 17)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "study", help="run the learning study (arms x seeds, one budget) and write its table",
+        description="Run every arm of the learning study protocol for each seed (one at a time; "
+        "an interrupted study continues where it stopped), evaluate each run's last checkpoint on "
+        "the fixed goalpost set and the whole held-out split, and write study.md, study.png and "
+        "table.json to --out and an MLflow run. --readme puts the markdown into the README's "
+        "'Does the loop learn?' section, whatever it shows.")
+    p.add_argument("--out", default="runs/study", help="study folder (default runs/study)")
+    p.add_argument("--arms", default=None, help="comma-separated arms of the protocol (default: all)")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--iterations", type=int, default=None, help="the budget per run (default 12)")
+    p.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override for every training arm (part of the protocol)")
+    p.add_argument("--configs", default="configs", help="folder of the arms' config files")
+    p.add_argument("--new", action="store_true", help="start over in --out with this protocol")
+    p.add_argument("--report-only", action="store_true",
+                   help="only rebuild the table/figure/markdown from the saved evaluations")
+    p.add_argument("--readme", default=None, help="README whose study section to regenerate")
+    p.add_argument("--list", action="store_true", help="print the protocol's arms and exit")
+    p.set_defaults(func=run)
+
+
+def _protocol(args):
+    from selfplay_core.study.protocol import default_protocol
+
+    proto = default_protocol()
+    upd = {}
+    if args.seeds:
+        upd["seeds"] = tuple(int(s) for s in args.seeds.split(","))
+    if args.iterations:
+        upd["iterations"] = args.iterations
+    if args.common:
+        upd["common"] = tuple(proto.common) + tuple(args.common)
+    proto = proto.model_validate({**proto.model_dump(), **upd}) if upd else proto
+    return proto.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
+
+
+def run(args) -> int:
+    import os
+    from pathlib import Path
+
+    from selfplay_cli._common import CLIError
+    from selfplay_core.config import ConfigError
+    from selfplay_core.study import runner
+    from selfplay_core.study.report import replace_readme_section
+
+    os.environ.setdefault("DO_NOT_TRACK", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        proto = _protocol(args)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    if args.list:
+        for a in proto.arms:
+            print(f"{a.name:<20} {a.kind:<10} {a.config or '-':<28} {' '.join(a.overrides)}")
+        return 0
+    out = Path(args.out)
+    command = "selfplay study " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["study"] else None
+    try:
+        for a in proto.arms:  # every config loads before the first run starts
+            if a.trains:
+                runner.arm_config(a, proto, proto.seeds[0], Path(args.configs), out)
+        if args.report_only:
+            results = runner.load_results(proto, out)
+            rep = runner.write_report(proto, out, results, command=command)
+        else:
+            rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new,
+                                   log=lambda m: print(m, file=sys.stderr, flush=True))
+            rep = runner.write_report(proto, out, runner.load_results(proto, out), command=command,
+                                      wall_s=rep.get("wall_s"))
+    except (ConfigError, runner.StudyError) as e:
+        raise CLIError(str(e)) from None
+    print(rep["markdown"])
+    print(f"study folder: {out} (study.md, study.png, table.json)")
+    if args.readme:
+        changed = replace_readme_section(args.readme, rep["markdown"])
+        print(f"{args.readme}: study section {'updated' if changed else 'unchanged'}")
+    return 0

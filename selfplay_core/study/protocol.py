@@ -1,0 +1,123 @@
+"""The learning study's protocol: arms, seeds, one budget, and the final evaluation — fixed
+(and saved with its hash) before the first run, so results cannot reshape it.
+
+An arm is a run config (a file of `configs/` plus overrides) or, for `base`, no training at all.
+Diagnostic arms (toy world only) set `diagnostics.*`; they are reported as diagnostics and use
+the oracle only to choose tasks, never in a reward.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Arm(_Frozen):
+    name: str
+    label: str
+    config: str | None = None                # a file under configs/; None: no training (base)
+    overrides: tuple[str, ...] = ()
+    kind: Literal["baseline", "method", "diagnostic", "ablation"] = "method"
+    note: str = ""
+
+    @property
+    def trains(self) -> bool:
+        return self.config is not None
+
+
+class FinalEval(_Frozen):
+    """What every arm's last checkpoint (and the start checkpoint, several times) is measured on."""
+
+    goalpost_k: int = Field(64, ge=1)        # samples per goalpost: hits = goalposts with a pass
+    heldout_n: int = Field(8, ge=1)          # samples per held-out task (all of the eval split)
+    ks: tuple[int, ...] = (1, 8)
+    floor_samplings: int = Field(3, ge=1)    # independent samplings of the start checkpoint
+    temperature: float = 1.0
+    max_new_tokens: int = 96
+    seed: int = 90_001                       # sampling seed of arm evaluations (+ run seed)
+
+    @model_validator(mode="after")
+    def _ks(self):
+        if any(k > self.heldout_n for k in self.ks):
+            raise ValueError(f"final.ks must be <= final.heldout_n ({self.heldout_n})")
+        return self
+
+
+class Protocol(_Frozen):
+    name: str = "toyworld-learning"
+    arms: tuple[Arm, ...]
+    seeds: tuple[int, ...] = (0, 1, 2)
+    iterations: int = Field(12, ge=1)
+    # Applied to every training arm (the one budget): e.g. in-loop evaluation cadence.
+    common: tuple[str, ...] = ()
+    final: FinalEval = FinalEval()
+
+    @model_validator(mode="after")
+    def _unique(self):
+        names = [a.name for a in self.arms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"arm names must be unique, got {names}")
+        return self
+
+    def key(self) -> str:
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def select(self, names: list[str] | None) -> "Protocol":
+        if not names:
+            return self
+        known = {a.name: a for a in self.arms}
+        bad = [n for n in names if n not in known]
+        if bad:
+            raise ValueError(f"unknown arm(s) {bad}; the protocol's arms are {sorted(known)}")
+        return self.model_copy(update={"arms": tuple(known[n] for n in names)})
+
+
+def default_protocol() -> Protocol:
+    """The pre-registered study of issue 17 (see README 'Does the loop learn?')."""
+    return Protocol(arms=DEFAULT_ARMS, common=STUDY_COMMON)
+
+
+DEFAULT_ARMS: tuple[Arm, ...] = (
+    Arm(name="base", label="start checkpoint (no training)", kind="baseline",
+        note="the floor: the start checkpoint sampled floor_samplings times"),
+    Arm(name="rlvr", label="RLVR", config="rlvr-tiny-cpu.yaml", kind="baseline",
+        note="real training split (depth 1-2) plus the goalposts"),
+    Arm(name="azr", label="AZR (unguided)", config="azr-tiny-cpu.yaml", kind="baseline"),
+    Arm(name="gasp", label="GASP", config="tiny-cpu.yaml"),
+    Arm(name="gasp+rlvr", label="GASP + RLVR", config="gasp-rlvr-tiny-cpu.yaml"),
+    Arm(name="oracle-filter", label="oracle filter (diagnostic)", config="tiny-cpu.yaml",
+        overrides=("diagnostics.oracle_filter=true",), kind="diagnostic",
+        note="GASP; unfaithful proposals never reach the student (teacher rewards unchanged)"),
+    Arm(name="oracle-curriculum", label="oracle curriculum (diagnostic)", config="tiny-cpu.yaml",
+        overrides=("diagnostics.oracle_curriculum=true",), kind="diagnostic",
+        note="no model teacher: true lemmas of the goalposts and true lifts of them, student only"),
+    Arm(name="gasp-dynamic", label="GASP, dynamic goalposts", config="tiny-cpu.yaml",
+        overrides=("method.dynamic_goalposts={solved_checks: 2}", "eval.goalpost_every=2"),
+        note="a goalpost solved at 2 consecutive checks is replaced by the next unsolved candidate"),
+    Arm(name="gasp-no-solution-grad", label="GASP, no gradient on the proposal's program",
+        config="tiny-cpu.yaml", overrides=("teacher.train_solution=false",), kind="ablation"),
+    Arm(name="gasp-teacher-kl", label="GASP, teacher KL anchor 0.1", config="tiny-cpu.yaml",
+        overrides=("learner.role_kl={teacher: 0.1}",), kind="ablation"),
+    Arm(name="gasp-role-norm", label="GASP, per-role loss, teacher weight 0.3", config="tiny-cpu.yaml",
+        overrides=("learner.loss_agg=role_token_mean", "learner.role_weights={teacher: 0.3}"),
+        kind="ablation"),
+    # Issue 12 (added after the issue-17 protocol was written): SGS, and GASP with SGS's Guide.
+    Arm(name="sgs", label="SGS (Guide, REINFORCE½)", config="sgs-tiny-cpu.yaml",
+        note="Conjecturer on unsolved targets (the goalposts), frozen Guide, R_solve x R_guide, "
+             "REINFORCE½; targets/fit/A is its solve asymptote"),
+    Arm(name="gasp-guide", label="GASP x Guide", config="gasp-guide-tiny-cpu.yaml",
+        note="GASP; in-band rewards times R_guide / 8, proposals below 0.25 kept from the student"),
+)
+
+# Every training arm: the in-loop evaluations are thinned (the final evaluation measures), and
+# the runs' own floor and verdict evaluations are left to the study's.
+STUDY_COMMON: tuple[str, ...] = ("eval.every=6", "eval.goalpost_every=6", "eval.verdict=false",
+                                 "eval.goalpost_floor_n=16")

@@ -1,0 +1,136 @@
+"""How well the tiny model plays its teacher and Guide roles, measured against the toy world's
+oracle (diagnostics: `benchmarks/toyworld_bootstrap.py` prints them, the loop logs Guide
+accuracy; none of it is a reward).
+
+Teacher, per kind of prompt (a goalpost made easier = GASP's lemma, a lemma made harder = its
+lift): the share of prompts whose proposal parses, runs (valid), describes its code (faithful:
+the executor runs the question's program next to the proposal's), and is a *true variant* —
+faithful and exactly one step from the source in the asked direction.
+
+Guide: exact-match accuracy of each judgment against `guide_oracle.judge`, on proposals the
+oracle can judge; fidelity also as balanced accuracy (faithful and unfaithful proposals
+weighted alike), since a Guide that always says "faithful" would look good on a faithful set.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from selfplay_core.engines.base import SamplingParams
+from selfplay_core.roles.common import Rejection
+from selfplay_core.roles.guide import KEYS, STOP as GUIDE_STOP, GuideScores, guide_prompt, parse_guide
+from selfplay_core.roles.teacher import STOP as TEACHER_STOP, parse_teacher, teacher_prompt
+from selfplay_core.toyworld.fidelity import parse_description, proposal_fidelity
+from selfplay_core.toyworld.guide_oracle import judge
+from selfplay_core.toyworld.oracle import easier_variants
+from selfplay_core.toyworld.tasks import Task
+
+
+@dataclass
+class TeacherQuality:
+    kind: str
+    prompts: int = 0
+    parsed: int = 0
+    valid: int = 0
+    faithful: int = 0
+    true_variant: int = 0
+    depths: dict = field(default_factory=dict)   # depth of faithful proposals -> count
+
+    def shares(self) -> dict:
+        n = max(1, self.prompts)
+        return {"prompts": self.prompts, "parsed": self.parsed / n, "valid": self.valid / n,
+                "faithful": self.faithful / n, "faithful_of_valid": self.faithful / max(1, self.valid),
+                "true_variant": self.true_variant / n, "depths": dict(sorted(self.depths.items()))}
+
+
+def is_true_variant(source: Task, proposal: Task, direction: str) -> bool:
+    if direction == "easier":
+        return any(v == proposal for _, v in easier_variants(source))
+    if direction == "harder":
+        return any(v == source for _, v in easier_variants(proposal))
+    return False
+
+
+def teacher_quality(engine, executor, sources: Sequence[Task], direction: str, kind: str,
+                    temperature: float, seed: int = 0, max_new_tokens: int = 192):
+    """One proposal per source task (random axis); returns (TeacherQuality, proposals) where
+    proposals are (source, parsed proposal, faithful) for the valid ones."""
+    from selfplay_core.proposals import validate_proposals
+
+    rng = random.Random(f"teacher-quality:{seed}:{kind}")
+    prompts = [teacher_prompt(t.description(), t.program(), rng.choice(("f", "io")), direction)
+               for t in sources]
+    sp = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
+                        stop=TEACHER_STOP)
+    comps = [g[0] for g in engine.generate(prompts, 1, sp)]
+    parsed = [parse_teacher(c.text) for c in comps]
+    checks = validate_proposals(executor, parsed)
+    q = TeacherQuality(kind, prompts=len(prompts))
+    valid = [(src, v.proposal) for src, v in zip(sources, checks) if v.valid]
+    q.parsed = sum(not isinstance(p, Rejection) for p in parsed)
+    q.valid = len(valid)
+    fid = proposal_fidelity(executor, [(p.question, p.code, p.inputs) for _, p in valid]) if valid else []
+    out = []
+    for (src, p), f in zip(valid, fid):
+        out.append((src, p, f.faithful))
+        if f.faithful:
+            q.faithful += 1
+            task = parse_description(p.question)
+            q.depths[task.depth] = q.depths.get(task.depth, 0) + 1
+            q.true_variant += is_true_variant(src, task, direction)
+    return q, out
+
+
+@dataclass
+class GuideAccuracy:
+    items: int = 0
+    parsed: int = 0
+    correct: dict = field(default_factory=lambda: {k: 0 for k in KEYS})
+    judged: dict = field(default_factory=lambda: {k: 0 for k in KEYS})
+    fidelity_by_truth: dict = field(default_factory=lambda: {0: [0, 0], 1: [0, 0]})  # truth -> [right, n]
+
+    def summary(self) -> dict:
+        acc = {k: self.correct[k] / self.judged[k] for k in KEYS if self.judged[k]}
+        rates = [r / n for r, n in self.fidelity_by_truth.values() if n]
+        out = {"items": self.items, "parsed": self.parsed / max(1, self.items), "accuracy": acc}
+        if rates:
+            out["fidelity_balanced_accuracy"] = sum(rates) / len(rates)
+        out["fidelity_items"] = {str(t): n for t, (_, n) in self.fidelity_by_truth.items()}
+        return out
+
+
+def guide_accuracy(engine, items: Sequence[tuple[Task, str, str, GuideScores]], seed: int = 0,
+                   temperature: float = 0.0, max_new_tokens: int = 40) -> GuideAccuracy:
+    """items: (target task, proposal question, proposal code, the oracle's judgments)."""
+    prompts = [guide_prompt(t.description(), q, c) for t, q, c, _ in items]
+    sp = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, stop=GUIDE_STOP)
+    comps = [g[0] for g in engine.generate(prompts, 1, sp)] if prompts else []
+    acc = GuideAccuracy(items=len(items))
+    for (_, _, _, truth), c in zip(items, comps):
+        got = parse_guide(c.text, require=())
+        if isinstance(got, Rejection):
+            continue
+        acc.parsed += 1
+        for k in KEYS:
+            want, have = getattr(truth, k), getattr(got, k)
+            if want is None:
+                continue
+            acc.judged[k] += 1
+            acc.correct[k] += int(have == want)
+        if truth.fidelity is not None:
+            row = acc.fidelity_by_truth[truth.fidelity]
+            row[0] += int(got.fidelity == truth.fidelity)
+            row[1] += 1
+    return acc
+
+
+def guide_items_from_proposals(proposals, targets: dict | None = None):
+    """Guide items from teacher proposals (source, parsed proposal, faithful): the target is the
+    source task (a goalpost for a lemma), fidelity the executor's verdict."""
+    items = []
+    for src, p, faithful in proposals:
+        truth = judge(src, p.question, p.code, faithful=faithful)
+        items.append((src, p.question, p.code, truth))
+    return items

@@ -1,0 +1,78 @@
+"""The study's report from saved evaluations: summaries, spread, the claim rule, markdown,
+figure and the README section — values computed by hand from the synthetic counts."""
+
+import math
+
+import pytest
+
+from selfplay_core.study import report
+from selfplay_core.study.final_eval import summarize
+from selfplay_core.study.protocol import Arm, FinalEval, Protocol
+
+
+def _eval(hits: int, heldout_c: list[int], total_gp: int = 4):
+    gps = {f"g{i}": [4, 1 if i < hits else 0] for i in range(total_gp)}
+    held = {f"h{i}": [4, c] for i, c in enumerate(heldout_c)}
+    return {"goalposts": gps, "heldout": held, "depth": {f"h{i}": 1 + i % 2 for i in range(len(heldout_c))}}
+
+
+def test_summarize_by_hand():
+    s = summarize(_eval(2, [4, 0, 2, 1]), ks=(1, 4))
+    assert s["goalposts/hits"] == 2 and s["goalposts/total"] == 4
+    assert s["goalposts/pass_rate"] == pytest.approx(2 / 16)
+    assert s["heldout/pass@1"] == pytest.approx((1 + 0 + 0.5 + 0.25) / 4)
+    assert s["heldout/pass@4"] == pytest.approx(3 / 4)
+    assert s["heldout/d1/pass@1"] == pytest.approx((1 + 0.5) / 2)   # h0, h2
+    assert s["heldout/d2/pass@1"] == pytest.approx((0 + 0.25) / 2)  # h1, h3
+
+
+@pytest.mark.parametrize("a,b,want", [
+    ([10, 11, 12], [5, 6, 7], 1),       # diff 5, se sqrt(1/3 + 1/3) = 0.82
+    ([5, 6, 7], [10, 11, 12], -1),
+    ([5, 7, 9], [5, 6, 7], 0),          # diff 1, se sqrt(4/3 + 1/3) = 1.29
+    ([3, 3, 3], [3, 3, 3], 0),
+    ([9], [1, 2, 3], None),             # one run has no spread: no claim either way
+])
+def test_claim_rule(a, b, want):
+    assert report.separated(a, b) == want
+
+
+def _protocol():
+    return Protocol(arms=(Arm(name="base", label="start"), Arm(name="rlvr", label="RLVR", config="x.yaml"),
+                          Arm(name="gasp", label="GASP", config="y.yaml")),
+                    seeds=(0, 1), iterations=3, final=FinalEval(goalpost_k=4, heldout_n=4, ks=(1, 4)))
+
+
+def _results():
+    return {"base": [{"seed": 0, "eval": _eval(1, [1, 0, 0, 0])}, {"seed": 1, "eval": _eval(1, [0, 1, 0, 0])}],
+            "rlvr": [{"seed": 0, "wall_s": 60, "eval": _eval(1, [4, 4, 0, 0])},
+                     {"seed": 1, "wall_s": 120, "eval": _eval(2, [4, 4, 1, 0])}],
+            "gasp": [{"seed": 0, "wall_s": 90, "eval": _eval(4, [1, 0, 0, 0])}]}
+
+
+def test_rows_table_and_comparisons(tmp_path):
+    proto = _protocol()
+    rows = report.arm_rows(proto, _results())
+    rlvr = rows[1]
+    assert rlvr["goalposts/hits"] == (1.5, pytest.approx(math.sqrt(0.5)))
+    assert rlvr["goalposts/union"] == 2
+    md = report.markdown_table(proto, rows)
+    assert "| RLVR | 2 | 1.5 ± 0.7 |" in md and "| 1.5 |" in md    # 90 s and (60+120)/2 s
+    assert "| GASP | 1 | 4.0 |" in md                               # one run: no spread shown
+    claims = "\n".join(report.comparisons(rows, ks=(1, 4)))
+    assert "RLVR: goalpost hits not separated from the floor" in claims
+    assert "RLVR: goalpost hits not separated from the floor; pass@1 above the floor" in claims
+    png = report.figure(proto, rows, tmp_path / "s.png")
+    assert png.stat().st_size > 10_000
+
+
+def test_readme_section_is_inserted_then_replaced(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n### Does the loop learn? (toy world)\n\nold text\n\n## Layout\n")
+    assert report.replace_readme_section(readme, "table one")
+    text = readme.read_text()
+    assert text.index("### Does the loop learn?") < text.index("table one") < text.index("old text")
+    assert report.replace_readme_section(readme, "table two")
+    text = readme.read_text()
+    assert "table one" not in text and text.count(report.README_BEGIN) == 1 and "table two" in text
+    assert not report.replace_readme_section(readme, "table two")
