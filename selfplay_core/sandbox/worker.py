@@ -325,8 +325,25 @@ def _child_stdin(job, fd):
 # Worker side: trusted. Forks children, enforces every window, cleans up, relays results.
 # --------------------------------------------------------------------------------------------
 
+_pending = []  # result lines held for the next write to the parent (see _flush)
+
+
 def _send(data):
-    data += b"\n"
+    """One line to the parent, after every line held in `_pending` (order is kept)."""
+    _pending.append(data)
+    _flush()
+
+
+def _flush():
+    """Write the held lines in one system call. Results of one chunk of a child's output
+    go out together (and the last ones with the job's end line), so the parent wakes once
+    per chunk, not once per test; what the parent sees, and when relative to the child's
+    progress, is otherwise unchanged."""
+    if not _pending:
+        return
+    _pending.append(b"")
+    data = b"\n".join(_pending)
+    del _pending[:]
     while data:
         data = data[os.write(1, data):]
 
@@ -733,6 +750,8 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                         pending += len(chunk)
                     if end is None and pending > cap:
                         end = {"status": "output_limit"}
+                    if end is None:
+                        _flush()  # else they go out with the job's end line
                     continue
             if exited is None and (pfd < 0 or pfd in ready or eof):
                 if pfd in ready and credit_wanted(now):
@@ -805,7 +824,7 @@ def _run_job(job):
     prefix = b"R %d " % job_id
 
     def relay(i, wall, cpu, payload):
-        _send(prefix + b"%d %.6f %.6f " % (i, wall, cpu) + payload)
+        _pending.append(prefix + b"%d %.6f %.6f " % (i, wall, cpu) + payload)
 
     scratch = _make_scratch(job_id)
     try:
@@ -896,6 +915,7 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
                 break
             if not clean:
                 break
+            _flush()  # before the next test: the parent may want to abort the job
     finally:
         try:
             os.unlink(in_path)
