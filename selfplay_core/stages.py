@@ -266,6 +266,22 @@ def student_tasks(ctx, proposals: Sequence[Proposal], log: IterationLog) -> list
     return [(p.kind, p.solve) for p in kept]
 
 
+def replayable(b) -> bool:
+    """A buffered task can be posed again: it has tests with outputs and a reference program,
+    which gives the student's function header (a task proposed without one, e.g. R-Zero's
+    pseudo-labelled tasks, has no header to pose it with)."""
+    return bool(b.inputs and b.outputs) and signature_of(b.code, "f") is not None
+
+
+def buffered_problem(b) -> Problem:
+    """A buffered task as a Problem to solve afresh."""
+    return Problem(id=b.id, kind="call", entry_point="f", prompt=b.question,
+                   tests=[TestCase(args=list(a), expected=o) for a, o in zip(b.inputs, b.outputs)],
+                   time_limit_s=1.0, memory_limit_mb=256,
+                   metadata={"reference": b.code, "signature": signature_of(b.code, "f"),
+                             "kind": b.kind})
+
+
 def solve_replay_tasks(ctx, kinds: Sequence[str], log: IterationLog) -> list[tuple[str, SolveResult]]:
     """Earlier accepted proposals of the given kinds (p in student.train_band when proposed),
     solved afresh; those whose new p is still in the band join the student batch under their
@@ -276,16 +292,11 @@ def solve_replay_tasks(ctx, kinds: Sequence[str], log: IterationLog) -> list[tup
         return []
     lo, hi = st.train_band
     pool = [b for b in ctx.buffers if b.kind in kinds and b.iteration < ctx.state.iteration
-            and b.pass_rate is not None and lo <= b.pass_rate <= hi and b.inputs and b.outputs]
+            and b.pass_rate is not None and lo <= b.pass_rate <= hi and replayable(b)]
     if not pool:
         return []
     picked = ctx.rng.sample(pool, min(k, len(pool)))
-    probs = [Problem(id=b.id, kind="call", entry_point="f", prompt=b.question,
-                     tests=[TestCase(args=list(a), expected=o) for a, o in zip(b.inputs, b.outputs)],
-                     time_limit_s=1.0, memory_limit_mb=256,
-                     metadata={"reference": b.code, "signature": signature_of(b.code, "f"),
-                               "kind": b.kind})
-             for b in picked]
+    probs = [buffered_problem(b) for b in picked]
     res = solve(ctx.engine, ctx.executor, probs, st.samples_per_task, student_sampling(ctx))
     kept = [(b.kind, r) for b, r in zip(picked, res) if r.n and lo <= r.c / r.n <= hi]
     log.add(**{"student/replay/pass_rate": sum(r.c for r in res) / max(1, sum(r.n for r in res)),
@@ -309,20 +320,13 @@ def fill_student_batch(ctx, student: list[tuple[str, SolveResult]], log: Iterati
         log.add(**{"student/fill/tasks": len(res)})
         return student + [("real", r) for r in res]
     have = {r.problem.id for _, r in student}
-    # Only tasks whose reference program is kept: it gives the student's function header (a
-    # task proposed without one, e.g. R-Zero's, has pseudo-labels and no header to pose it with).
-    pool = [b for b in ctx.buffers if b.iteration < ctx.state.iteration and b.inputs and b.outputs
-            and b.id not in have and b.kind != "eval" and signature_of(b.code, "f") is not None]
+    pool = [b for b in ctx.buffers if b.iteration < ctx.state.iteration and replayable(b)
+            and b.id not in have and b.kind != "eval"]
     if not pool:
         log.add(**{"student/fill/tasks": 0})
         return student
     picked = ctx.rng.sample(pool, min(2 * need, len(pool)))
-    probs = [Problem(id=b.id, kind="call", entry_point="f", prompt=b.question,
-                     tests=[TestCase(args=list(a), expected=o) for a, o in zip(b.inputs, b.outputs)],
-                     time_limit_s=1.0, memory_limit_mb=256,
-                     metadata={"reference": b.code, "signature": signature_of(b.code, "f"),
-                               "kind": b.kind})
-             for b in picked]
+    probs = [buffered_problem(b) for b in picked]
     res = solve(ctx.engine, ctx.executor, probs, st.samples_per_task, student_sampling(ctx))
     kept = [(b.kind, r) for b, r in zip(picked, res) if 0 < r.c < r.n][:need]
     log.add(**{"student/fill/tasks": len(kept),

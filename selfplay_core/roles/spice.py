@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 
 from selfplay_core.roles.common import END_OF_TEXT, Rejection, split_sections
-from selfplay_core.roles.teacher import teacher_prompt
+from selfplay_core.roles.teacher import parse_input_line, teacher_prompt
 
 TASK = "### Task"
 SOLUTION = "### Solution"
@@ -36,7 +36,6 @@ INPUTS = "### Inputs"
 END = "### End"
 STOP = (END_OF_TEXT, END)
 PROMPT_STYLES = ("teacher", "document")
-MAX_INPUT_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def parse_challenger(text: str, doc, *, style: str, min_inputs: int = 4,
             return Rejection("empty_question")
         inputs, seen = [], set()
         for line in sec[INPUTS].splitlines():
-            args = parse_args(line.strip(), doc.n_params)
+            args = parse_input_line(line.strip(), doc.n_params)
             if args is not None and repr(args) not in seen and len(inputs) < max_inputs:
                 seen.add(repr(args))
                 inputs.append(args)
@@ -97,22 +96,6 @@ def parse_challenger(text: str, doc, *, style: str, min_inputs: int = 4,
     except Exception as e:  # noqa: BLE001 - a model's text must never crash the stage
         return Rejection("parser_error", f"{type(e).__name__}: {e}"[:200])
 
-
-def parse_args(line: str, n_params: int) -> list | None:
-    if not line or len(line) > MAX_INPUT_CHARS:
-        return None
-    try:
-        value = ast.literal_eval(line)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-    if n_params == 1:
-        return [value]
-    if isinstance(value, tuple) and len(value) == n_params:
-        return list(value)
-    return None
-
-
-# ---- SCOPE: open-ended tasks and the frozen judge ------------------------------------------------
 
 JUDGE_STOP = (END_OF_TEXT, END, "\n### ")
 
