@@ -27,7 +27,7 @@ def small_config(model_dir, out_dir, **over):
             "student.samples_per_task=4", "student.batch_size=32",
             "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=8", "eval.goalpost_every=1",
             "eval.goalpost_k=2", "world.goalpost_k=4", "world.max_goalposts=6",
-            "engine.max_new_tokens_teacher=120", "engine.max_new_tokens_student=48",
+            "engine.max_new_tokens_teacher=192", "engine.max_new_tokens_student=48",
             "learner.lr=1e-3", "sandbox.workers=2", "tracking.run_name=it"]
     sets += [f"{k}={v}" for k, v in over.items()]
     return load_config(None, sets)
