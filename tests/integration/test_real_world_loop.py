@@ -60,7 +60,7 @@ def test_gasp_iteration_on_the_lcb_world(long_context_micro, tmp_path, executor)
     assert tags["data.eval.lcb"].startswith(f"{lcb_version} window=test n=2/192 ")
     assert tags["data.eval.humanevalplus"].startswith("HumanEval+ v0.1.10 n=2/164 ")
     assert tags["data.goalpost_pool"].startswith(f"{lcb_version} window=train n=4 ")
-    assert "mined k=2" in tags["data.goalposts"]
+    assert "mined (unsolved) k=2" in tags["data.goalposts"]
 
     # Goalposts were mined from pre-window LCB problems, and written as a reusable set.
     gp = json.loads((Path(summary.run_dir) / "goalposts.json").read_text())

@@ -21,7 +21,7 @@ def test_world_is_deterministic_and_versioned(world):
         other = again.splits()[name]
         assert split.content_hash == other.content_hash
         assert [p.dumps() for p in split.problems] == [p.dumps() for p in other.problems]
-        assert split.version == "toyworld-v1-s0"
+        assert split.version == "toyworld-v2-s0"
     assert build_world(1).eval.content_hash != world.eval.content_hash
 
 
