@@ -121,30 +121,41 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
                                  "signature": signature_of(p.parsed.code, "f"),
                                  "kind": p.kind, "axis": p.axis})
         todo.append((p, prob))
-    if todo:
-        runs = check_references(ctx, [(prob, p.parsed.code) for p, prob in todo])
-        batch_texts: list[str] = []
-        for (p, prob), (outputs, bad) in zip(todo, runs):
-            if bad:
-                reject(p, bad)
-                continue
-            if len({repr(o) for o in outputs}) < t.require_distinct_outputs:
-                reject(p, "degenerate_outputs")
-                continue
-            text = f"{p.parsed.question}\n{p.parsed.code}"
-            if t.rejection_sampling:
-                dup, _ = ctx.buffers.is_near_duplicate(text, batch_texts)
-                if dup:
-                    reject(p, "near_duplicate")
-                    continue
-            if ctx.contamination.is_near_duplicate(text)[0] or overlaps_eval(ctx, p.parsed.question):
-                reject(p, "eval_contamination")
-                continue
-            batch_texts.append(text)
-            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, outputs)]
-            p.problem = prob
+    gate_references(ctx, todo, reject)
     kind = proposals[0].kind if proposals else "none"
     log_acceptance(log, kind, proposals, reasons)
+
+
+def gate_references(ctx, todo: list[tuple[Proposal, Problem]], reject, *, question_only: bool = False,
+                    kinds: Sequence[str] | None = None) -> None:
+    """The post-parse gate every proposer shares: the reference program (`p.parsed.code`) run in
+    the sandbox (`check_references`), enough distinct outputs, not a near-duplicate of the
+    buffers (of `kinds`, all when None) or of a batch-mate, not an evaluation item. An accepted
+    proposal gets `p.problem` with the reference's outputs as the expected values.
+    `question_only`: compare questions alone (the program is a fixed document's, so it says
+    nothing about novelty); the text compared is then kept for the buffer's later checks."""
+    t = ctx.config.teacher
+    runs = check_references(ctx, [(prob, p.parsed.code) for p, prob in todo])
+    batch_texts: list[str] = []
+    for (p, prob), (outputs, bad) in zip(todo, runs):
+        if bad:
+            reject(p, bad)
+            continue
+        if len({repr(o) for o in outputs}) < t.require_distinct_outputs:
+            reject(p, "degenerate_outputs")
+            continue
+        text = p.parsed.question if question_only else f"{p.parsed.question}\n{p.parsed.code}"
+        if t.rejection_sampling and ctx.buffers.is_near_duplicate(text, batch_texts, kinds=kinds)[0]:
+            reject(p, "near_duplicate")
+            continue
+        if ctx.contamination.is_near_duplicate(text)[0] or overlaps_eval(ctx, p.parsed.question):
+            reject(p, "eval_contamination")
+            continue
+        batch_texts.append(text)
+        prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, outputs)]
+        if question_only:
+            prob.metadata["dedupe_text"] = text
+        p.problem = prob
 
 
 def overlaps_eval(ctx, question: str) -> bool:

@@ -170,26 +170,7 @@ class DocumentRound(Round):
                            metadata={"reference": doc.source, "signature": doc.signature,
                                      "kind": KIND, "document": doc.id})
             todo.append((p, prob))
-        batch: list[str] = []
-        checked = S.check_references(ctx, [(q, p.parsed.code) for p, q in todo])
-        for (p, prob), (outputs, bad) in zip(todo, checked):
-            if bad:
-                reject(p, bad)
-                continue
-            if len({repr(o) for o in outputs}) < t.require_distinct_outputs:
-                reject(p, "degenerate_outputs")
-                continue
-            text = p.parsed.question
-            if t.rejection_sampling and ctx.buffers.is_near_duplicate(text, batch, kinds=(KIND,))[0]:
-                reject(p, "near_duplicate")
-                continue
-            if ctx.contamination.is_near_duplicate(text)[0] or S.overlaps_eval(ctx, text):
-                reject(p, "eval_contamination")
-                continue
-            batch.append(text)
-            prob.tests = [TestCase(args=tc.args, expected=o) for tc, o in zip(prob.tests, outputs)]
-            prob.metadata["dedupe_text"] = text
-            p.problem = prob
+        S.gate_references(ctx, todo, reject, question_only=True, kinds=(KIND,))
         S.log_acceptance(log, KIND, proposals, reasons)
         if getattr(self, "too_long", 0):
             log.add(**{f"rejections/{KIND}/document_too_long": self.too_long})
