@@ -3,8 +3,8 @@
 Challenger — one document in, a task out (question + test inputs; never outputs, never code:
 the reference behaviour is the document's function). Two prompt styles:
 
-* `teacher`: the document shown as the teacher role's task + solution (`roles.teacher`, variant
-  "same"), the format the toy model was bootstrapped on, so it can answer at all;
+* `teacher`: the document shown as the teacher role's task + solution (`roles.teacher`, direction
+  `TEACHER_DIRECTION`), the format the toy model was bootstrapped on, so it can answer at all;
 * `document`: an instruction prompt for a pretrained model:
 
       ### Document
@@ -36,6 +36,11 @@ INPUTS = "### Inputs"
 END = "### End"
 STOP = (END_OF_TEXT, END)
 PROMPT_STYLES = ("teacher", "document")
+# The toy checkpoint was bootstrapped on the directions "easier" and "harder" only; asked for
+# "same" it ends its answer at once (empty completions, 12 of 12 on 2026-12-01). It writes a
+# task either way; the document's function stays the reference, whatever the question says
+# (fidelity to the document is SPICE's own diagnostic).
+TEACHER_DIRECTION = "easier"
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ class ChallengerTask:
 
 def challenger_prompt(doc, style: str, min_inputs: int = 4) -> str:
     if style == "teacher":
-        return teacher_prompt(doc.description, doc.source, "f", "same")
+        return teacher_prompt(doc.description, doc.source, "f", TEACHER_DIRECTION)
     if style == "document":
         return (f"### Document\n{doc.source.rstrip()}\n### Instructions\nWrite a programming task "
                 f"whose answer is the function `{doc.signature}` above, without showing its code: "

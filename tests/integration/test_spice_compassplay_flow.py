@@ -76,12 +76,6 @@ def _weights_changed(result):
     return any(not torch.equal(before[k], after[k]) for k in before)
 
 
-# Known defect, recorded in issue 13's note: the committed v2 toy checkpoint (issue 17) was
-# bootstrapped without the teacher prompt's "same" direction that SPICE's teacher-style prompt
-# uses, so every Challenger completion is empty (parse_empty 12/12 on 2026-12-01) and nothing is
-# trained. strict: this fails as soon as SPICE works again on the shipped checkpoint.
-@pytest.mark.xfail(strict=True, reason="v2 toy checkpoint never learnt the 'same' direction: "
-                   "SPICE's Challenger writes empty completions (issue 13)")
 def test_two_spice_iterations_with_the_rubric_judge(prefect_server, tmp_path):
     result, names = _run("scope-tiny-cpu.yaml", tmp_path, [
         "seed=1", "method.documents_per_iteration=6", "method.proposals_per_document=2",
