@@ -24,6 +24,10 @@ def register(sub) -> None:
     p.add_argument("--report-only", action="store_true",
                    help="only rebuild the table/figure/markdown from the saved evaluations")
     p.add_argument("--readme", default=None, help="README whose study section to regenerate")
+    p.add_argument("--shard", default="1/1", metavar="K/N",
+                   help="take every N-th run of the plan starting at the K-th, so N processes "
+                   "on one --out share a study (start shard 1 first; the last to finish writes "
+                   "the report)")
     p.add_argument("--list", action="store_true", help="print the protocol's arms and exit")
     p.set_defaults(func=run)
 
@@ -43,6 +47,16 @@ def _protocol(args):
     return proto.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: expected K/N, e.g. 1/2") from None
+    if not 1 <= k <= n:
+        raise ValueError(f"--shard {text}: K must be between 1 and N")
+    return k, n
+
+
 def run(args) -> int:
     import os
     from pathlib import Path
@@ -57,6 +71,7 @@ def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         proto = _protocol(args)
+        shard = _shard(args.shard)
     except ValueError as e:
         raise CLIError(str(e)) from None
     if args.list:
@@ -73,8 +88,12 @@ def run(args) -> int:
             results = runner.load_results(proto, out)
             rep = runner.write_report(proto, out, results, command=command)
         else:
-            rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new,
+            rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new, shard=shard,
                                    log=lambda m: print(m, file=sys.stderr, flush=True))
+            if not rep["complete"]:
+                print(f"shard {args.shard} finished; {len(rep['missing'])} run(s) left to the "
+                      "other shard(s), whose last writes the report")
+                return 0
             rep = runner.write_report(proto, out, runner.load_results(proto, out), command=command,
                                       wall_s=rep.get("wall_s"))
     except (ConfigError, runner.StudyError) as e:

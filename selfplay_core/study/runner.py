@@ -8,8 +8,10 @@ from the saved evaluations only, and logged to one MLflow run of the study.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -63,20 +65,56 @@ def fixed_sets(protocol: Protocol, configs_dir: Path, out: Path, executor):
     return model_dir, gps, heldout
 
 
+def _prepare_tracking(protocol: Protocol, out: Path) -> None:
+    """Create the runs' MLflow store and experiment once, so that shards starting together do
+    not race to create the same tables or experiment (a given MLFLOW_TRACKING_URI is a server's
+    business)."""
+    from selfplay_core.tracking.mlflow_run import resolve_tracking
+
+    uri, artifacts = resolve_tracking(None, str(out / "runs"))
+    if uri.startswith("sqlite:"):
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        if client.get_experiment_by_name(protocol.name) is None:
+            client.create_experiment(protocol.name, artifact_location=artifacts)
+
+
+@contextmanager
+def _setup_lock(out: Path):
+    """One shard at a time through the setup (protocol file, fixed sets, tracking store)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".setup.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = "configs",
               new: bool = False, extra: tuple[str, ...] = (), log: Callable[[str], None] = print,
-              workers: int = 2) -> dict:
+              workers: int = 2, shard: tuple[int, int] = (1, 1)) -> dict:
+    """Every (arm, seed) of the protocol not yet in `out`, then the report. `shard` (k, n):
+    this process takes every n-th run of the plan, starting at the k-th, so n processes on one
+    folder share the work (each run is one process's; results are files per run); the report
+    and its MLflow run are written by whichever shard finds the plan complete."""
     from selfplay_core.loop.driver import run_selfplay
     from selfplay_core.sandbox import Executor, SandboxConfig
 
+    k, n = shard
+    if not 1 <= k <= n:
+        raise StudyError(f"shard {k}/{n}: expected K/N with 1 <= K <= N")
     out, configs_dir = Path(out), Path(configs_dir)
-    _save_protocol(protocol, out, new)
     evals = out / "evals"
-    evals.mkdir(parents=True, exist_ok=True)
     t_study = time.perf_counter()
     with Executor(SandboxConfig(workers=workers)) as ex:
-        model_dir, gps, heldout = fixed_sets(protocol, configs_dir, out, ex)
-        (out / "goalposts.json").write_text(json.dumps([g.id for g in gps]))
+        with _setup_lock(out):
+            _save_protocol(protocol, out, new and k == 1)
+            evals.mkdir(parents=True, exist_ok=True)
+            model_dir, gps, heldout = fixed_sets(protocol, configs_dir, out, ex)
+            (out / "goalposts.json").write_text(json.dumps([g.id for g in gps]))
+            _prepare_tracking(protocol, out)
         log(f"study {protocol.name} ({protocol.key()}): {len(gps)} goalposts, {len(heldout)} "
             f"held-out tasks, start checkpoint {model_dir}")
         f = protocol.final
@@ -85,6 +123,8 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
         plan = [(a, s) for a in protocol.arms if not a.trains for s in range(f.floor_samplings)]
         plan += [(a, s) for s in protocol.seeds for a in protocol.arms if a.trains]
         results = {a.name: [] for a in protocol.arms}
+        full_plan = plan
+        plan = plan[k - 1::n]
         for arm, seed in plan:
             path = evals / f"{arm.name}-s{seed}.json"
             if path.exists():
@@ -108,12 +148,19 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
             path.write_text(json.dumps(row))
             s = report.summarize(res, f.ks)
             log(f"[{arm.name} seed {seed}] goalpost hits {s['goalposts/hits']}/{s['goalposts/total']}, "
-                f"pass rate {s['goalposts/pass_rate']:.4f}; held-out pass@1 "
-                f"{s['heldout/pass@1']:.3f} pass@8 {s['heldout/pass@8']:.3f} "
-                f"(train {train_s:.0f}s, eval {res['seconds']:.0f}s)")
+                f"pass rate {s['goalposts/pass_rate']:.4f}; held-out "
+                + " ".join(f"pass@{k} {s[f'heldout/pass@{k}']:.3f}" for k in f.ks)
+                + f" (train {train_s:.0f}s, eval {res['seconds']:.0f}s)")
             results[arm.name].append(row)
-    rep = write_report(protocol, out, results, wall_s=time.perf_counter() - t_study)
-    rep["mlflow_run_id"] = log_study(protocol, out, rep["rows"], results)
+    missing = [f"{a.name}-s{s}" for a, s in full_plan if not (evals / f"{a.name}-s{s}.json").exists()]
+    if missing:
+        log(f"shard {k}/{n} done; {len(missing)} run(s) of the study are another shard's "
+            f"({', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}): the last shard "
+            "to finish writes the report")
+        return {"complete": False, "missing": missing}
+    rep = write_report(protocol, out, load_results(protocol, out), wall_s=time.perf_counter() - t_study)
+    rep["mlflow_run_id"] = log_study(protocol, out, rep["rows"], load_results(protocol, out))
+    rep["complete"] = True
     return rep
 
 
