@@ -26,6 +26,10 @@ class Arm(_Frozen):
     overrides: tuple[str, ...] = ()
     kind: Literal["baseline", "method", "diagnostic", "ablation"] = "method"
     note: str = ""
+    # In-run MLflow metrics that are the method's own diagnostic (issue 13: R-Zero's label
+    # accuracy, SPICE's fidelity to the document, STaR's rationalization yield, ...): saved per
+    # run with the final evaluation and reported beside the table.
+    diagnostics: tuple[str, ...] = ()
 
     @property
     def trains(self) -> bool:
@@ -91,7 +95,8 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     Arm(name="rlvr", label="RLVR", config="rlvr-tiny-cpu.yaml", kind="baseline",
         note="real training split (depth 1-2) plus the goalposts"),
     Arm(name="azr", label="AZR (unguided)", config="azr-tiny-cpu.yaml", kind="baseline"),
-    Arm(name="gasp", label="GASP", config="tiny-cpu.yaml"),
+    Arm(name="gasp", label="GASP", config="tiny-cpu.yaml",
+        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity")),
     Arm(name="gasp+rlvr", label="GASP + RLVR", config="gasp-rlvr-tiny-cpu.yaml"),
     Arm(name="oracle-filter", label="oracle filter (diagnostic)", config="tiny-cpu.yaml",
         overrides=("diagnostics.oracle_filter=true",), kind="diagnostic",
@@ -115,6 +120,23 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
              "REINFORCE½; targets/fit/A is its solve asymptote"),
     Arm(name="gasp-guide", label="GASP x Guide", config="gasp-guide-tiny-cpu.yaml",
         note="GASP; in-band rewards times R_guide / 8, proposals below 0.25 kept from the student"),
+    # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
+    Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
+        diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
+        note="no reference program: the Solver's majority vote over 10 answers labels the tests; "
+             "label accuracy against the toy world's true programs is the diagnostic"),
+    Arm(name="spice", label="SPICE (document-grounded)", config="spice-tiny-cpu.yaml",
+        diagnostics=("teacher/spice/fidelity", "teacher/spice/acceptance"),
+        note="the Challenger reads a page of the toy primitives library; the page's function "
+             "verifies; fidelity = the question describes the page's function (oracle)"),
+    Arm(name="star", label="STaR (rationalization)", config="star-tiny-cpu.yaml",
+        diagnostics=("student/rationalized/yield", "student/trained/tasks"),
+        note="real training split; failed tasks retried with expected outputs as a hint, kept "
+             "programs trained without it"),
+    Arm(name="compassplay", label="CompassPlay (gradient alignment)", config="compassplay-tiny-cpu.yaml",
+        diagnostics=("teacher/compass/cosine", "teacher/compass/eligible"),
+        note="harder variants of held-in real tasks rewarded by the cosine of their solver-loss "
+             "gradient with the reference tasks' (last block + final norm)"),
 )
 
 # Every training arm: the in-loop evaluations are thinned (the final evaluation measures), and

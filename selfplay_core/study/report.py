@@ -72,8 +72,38 @@ def arm_rows(protocol: Protocol, results: dict[str, list[dict]]) -> list[dict]:
             hit |= {g for g, (_, c) in e["eval"]["goalposts"].items() if c > 0}
         row["goalposts/union"] = len(hit)
         row["goalposts/total"] = sums[0]["goalposts/total"] if sums else 0
+        row["diagnostics"] = diagnostic_summary(arm.diagnostics, evals)
         rows.append(row)
     return rows
+
+
+def diagnostic_summary(keys: Sequence[str], evals: list[dict]) -> dict[str, dict]:
+    """Per diagnostic metric: the mean over a run's iterations (mean and sd over runs), and the
+    first and last iteration's value (means over runs); `runs` = runs that logged it."""
+    out = {}
+    for key in keys:
+        hists = [h for h in (e.get("diagnostics", {}).get(key) for e in evals) if h]
+        out[key] = {"runs": len(hists),
+                    "mean": mean_sd([sum(v for _, v in h) / len(h) for h in hists]),
+                    "first": mean_sd([h[0][1] for h in hists])[0],
+                    "last": mean_sd([h[-1][1] for h in hists])[0]}
+    return out
+
+
+def diagnostics_table(rows: list[dict]) -> str:
+    """Each method's own diagnostic (in-run metrics), for the arms that name one."""
+    lines = ["| arm | metric | runs | mean over iterations | first -> last iteration |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        for key, d in r.get("diagnostics", {}).items():
+            if not d["runs"]:
+                lines.append(f"| {r['label']} | `{key}` | 0 | not logged | - |")
+                continue
+            m, sd = d["mean"]
+            cell = f"{m:.3f} ± {sd:.3f}" if d["runs"] > 1 else f"{m:.3f}"
+            lines.append(f"| {r['label']} | `{key}` | {d['runs']} | {cell} | "
+                         f"{d['first']:.3f} -> {d['last']:.3f} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def _cell(row, key, fmt) -> str:

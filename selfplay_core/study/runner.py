@@ -144,7 +144,8 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
             res = evaluate_checkpoint(ckpt, gps, heldout, ex, f,
                                       seed=f.seed + 1000 * seed + (0 if arm.trains else 500))
             row = {"arm": arm.name, "seed": seed, "run_id": run_id, "checkpoint": ckpt,
-                   "wall_s": round(train_s, 1) if arm.trains else None, "eval": res}
+                   "wall_s": round(train_s, 1) if arm.trains else None, "eval": res,
+                   "diagnostics": run_diagnostics(cfg, run_id, arm.diagnostics) if arm.trains else {}}
             path.write_text(json.dumps(row))
             s = report.summarize(res, f.ks)
             log(f"[{arm.name} seed {seed}] goalpost hits {s['goalposts/hits']}/{s['goalposts/total']}, "
@@ -162,6 +163,19 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
     rep["mlflow_run_id"] = log_study(protocol, out, rep["rows"], load_results(protocol, out))
     rep["complete"] = True
     return rep
+
+
+def run_diagnostics(cfg, run_id: str | None, keys: tuple[str, ...]) -> dict[str, list[list[float]]]:
+    """The run's history of each diagnostic metric, [[step, value], ...] (absent keys: [])."""
+    if not keys or run_id is None:
+        return {}
+    from mlflow.tracking import MlflowClient
+
+    from selfplay_core.tracking.mlflow_run import resolve_tracking
+
+    client = MlflowClient(tracking_uri=resolve_tracking(cfg.tracking.mlflow_uri, cfg.out_dir)[0])
+    return {k: [[m.step, m.value] for m in sorted(client.get_metric_history(run_id, k),
+                                                  key=lambda m: m.step)] for k in keys}
 
 
 def _unfinished(cfg) -> bool:
@@ -246,4 +260,8 @@ def study_markdown(protocol: Protocol, rows: list[dict], command: str | None = N
     lines += [report.markdown_table(protocol, rows), "", "Held-out pass@k by depth (means over seeds):",
               "", report.depth_table(rows, f.ks), "", "Pre-registered comparisons:", ""]
     lines += report.comparisons(rows, f.ks)
+    diag = report.diagnostics_table(rows)
+    if diag:
+        lines += ["", "Each method's own diagnostic (in-run MLflow metrics; oracle-based ones are "
+                  "diagnostics only, never in a reward):", "", diag]
     return "\n".join(lines) + "\n"

@@ -76,3 +76,23 @@ def test_readme_section_is_inserted_then_replaced(tmp_path):
     text = readme.read_text()
     assert "table one" not in text and text.count(report.README_BEGIN) == 1 and "table two" in text
     assert not report.replace_readme_section(readme, "table two")
+
+
+def test_method_diagnostics_by_hand():
+    proto = Protocol(arms=(Arm(name="r", label="R-Zero", config="x.yaml",
+                               diagnostics=("acc", "missing")),), seeds=(0, 1),
+                     final=FinalEval(heldout_n=4, ks=(1, 4)))
+    results = {"r": [
+        {"seed": 0, "eval": _eval(1, [4, 0]), "diagnostics": {"acc": [[1, 0.8], [2, 0.6]], "missing": []}},
+        {"seed": 1, "eval": _eval(1, [4, 0]), "diagnostics": {"acc": [[1, 0.4], [2, 0.2], [3, 0.3]]}},
+    ]}
+    d = report.arm_rows(proto, results)[0]["diagnostics"]
+    # run means 0.7 and 0.3: mean 0.5, sample sd sqrt(2 * 0.2^2) = 0.2828; first (0.8 + 0.4) / 2,
+    # last (0.6 + 0.3) / 2
+    assert d["acc"]["runs"] == 2
+    assert d["acc"]["mean"][0] == pytest.approx(0.5) and d["acc"]["mean"][1] == pytest.approx(0.28284, abs=1e-5)
+    assert d["acc"]["first"] == pytest.approx(0.6) and d["acc"]["last"] == pytest.approx(0.45)
+    assert d["missing"]["runs"] == 0
+    table = report.diagnostics_table(report.arm_rows(proto, results))
+    assert "| R-Zero | `acc` | 2 | 0.500 ± 0.283 | 0.600 -> 0.450 |" in table
+    assert "| R-Zero | `missing` | 0 | not logged | - |" in table

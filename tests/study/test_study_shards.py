@@ -24,7 +24,7 @@ def _protocol() -> Protocol:
         name="study-shards-test",
         arms=(Arm(name="base", label="start", kind="baseline"),
               Arm(name="rlvr", label="RLVR", config="rlvr-tiny-cpu.yaml", kind="baseline",
-                  overrides=SMALL)),
+                  overrides=SMALL, diagnostics=("student/real/pass_rate",))),
         seeds=(0, 1), iterations=1, common=STUDY_COMMON,
         final=FinalEval(goalpost_k=2, heldout_n=1, ks=(1,), floor_samplings=2, max_new_tokens=48))
 
@@ -65,6 +65,12 @@ def test_two_shards_share_one_study(tmp_path):
     rows = {r["arm"]: r for r in table}
     assert rows["base"]["n"] == 2 and rows["rlvr"]["n"] == 2
     assert (out / "study.md").exists() and (out / "study.png").exists()
+    # The arm's diagnostic: the run's one iteration logged student/real/pass_rate (a pass rate).
+    for s in (0, 1):
+        hist = json.loads((out / "evals" / f"rlvr-s{s}.json").read_text())["diagnostics"]
+        assert [step for step, _ in hist["student/real/pass_rate"]] == [1]
+        assert 0.0 <= hist["student/real/pass_rate"][0][1] <= 1.0
+    assert "`student/real/pass_rate` | 2 |" in (out / "study.md").read_text()
 
     # One MLflow run per training run (the shards shared the runs' store), one study run.
     from mlflow.tracking import MlflowClient
