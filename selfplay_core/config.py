@@ -331,7 +331,7 @@ class RunConfig(_Frozen):
     world: WorldConfig = WorldConfig()
     teacher: TeacherConfig = TeacherConfig()
     student: StudentConfig = StudentConfig()
-    learner: LearnerConfig = LearnerConfig(lr=2e-4, micro_batch_size=32, max_grad_norm=1.0)
+    learner: LearnerConfig = LearnerConfig(lr=2e-4, micro_batch_size=32, max_grad_norm=1.0, kl_coef=0.1)
     eval: EvalConfig = EvalConfig()
     sandbox: SandboxConfig = SandboxConfig(workers=2)
     tracking: TrackingConfig = TrackingConfig(experiment="selfplay-toy")
