@@ -26,23 +26,6 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def _ranks(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    for k, i in enumerate(order):
-        r[i] = float(k)
-    return r
-
-
-def spearman(a, b) -> float:
-    ra, rb = _ranks(a), _ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = sum((x - ma) ** 2 for x in ra) ** 0.5
-    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
-    return cov / (va * vb) if va and vb else float("nan")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=24)
@@ -54,7 +37,7 @@ def main() -> None:
 
     from selfplay_core.engines.base import SamplingParams
     from selfplay_core.engines.hf import HFEngine
-    from selfplay_core.methods.compassplay import cosine, dr_grpo_weights, last_layer_params
+    from selfplay_core.methods.compassplay import cosine, dr_grpo_weights, last_layer_params, spearman
     from selfplay_core.rl.config import LearnerConfig
     from selfplay_core.rl.learner import Learner
     from selfplay_core.rl.rollout import Rollout

@@ -22,6 +22,13 @@ task). The toy model's last block is ~1/5 of its 0.87 M parameters; Qwen2.5-7B's
 
 Metrics: teacher/compass/{proposals,acceptance,reward,pass_rate,eligible,cosine},
 compass/{params,param_share,reference_tasks,time_reference_s,time_per_proposal_s}.
+
+Diagnostic (does the reward predict the gain it claims?): each iteration, before its update, the
+solver's pass rate on the reference set (`compass/reference_pass_rate`, n = student.samples_per_task
+samples per task) measures what the previous update did; `compass/reward_gain_corr` is the rank
+correlation, over the run so far, of an iteration's mean reward (cosine) with the change of that
+pass rate across its update (`reward_gain_pairs`), from 3 pairs on. The history lives in the run
+state, so a resumed run keeps it.
 """
 
 from __future__ import annotations
@@ -67,6 +74,40 @@ def cosine(a, b) -> float:
     if na == 0.0 or nb == 0.0:
         return 0.0
     return float((a @ b) / (na * nb))
+
+
+def ranks(xs: list[float]) -> list[float]:
+    """0-based ranks, ties given their mean rank."""
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2
+        i = j + 1
+    return out
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Spearman's rank correlation (Pearson on tie-averaged ranks); nan when either is constant."""
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb) if va and vb else float("nan")
+
+
+def reward_gain_pairs(history: list[list]) -> list[tuple[float, float]]:
+    """From [[iteration, mean reward or None, reference pass rate before its update], ...]:
+    (mean reward of iteration t, pass rate at t + 1 - pass rate at t) for consecutive
+    iterations where t had a reward (no eligible proposal: no pair)."""
+    rows = sorted(history, key=lambda h: h[0])
+    return [(a[1], b[2] - a[2]) for a, b in zip(rows, rows[1:])
+            if b[0] == a[0] + 1 and a[1] is not None]
 
 
 def dr_grpo_weights(passed: list[bool], lengths: list[int]) -> list[float]:
@@ -151,15 +192,41 @@ class CompassPlay(Method):
         self.subset = sum(p.numel() for p in self.params)
         self.param_share = self.subset / total
 
+    @property
+    def last_reward(self) -> float | None:
+        """This iteration's mean reward over eligible proposals (None: none was eligible)."""
+        last = getattr(self, "_reward", None)
+        return last.last.get("cosine") if last is not None else None
+
     def rounds(self, ctx, done: list[Proposal]):
+        self._reward = CompassReward(self)
         picked = [ctx.rng.choice(self.references) for _ in range(self.config.proposals_per_iteration)]
         anchors = [Anchor(p.id, p.prompt or "", p.metadata.get("reference", ""), goalpost_id=p.id
                           if self.config.reference == "goalposts" else None) for p in picked]
-        yield DescribedRound(KIND, anchors, self.config.direction, 1, CompassReward(self))
+        yield DescribedRound(KIND, anchors, self.config.direction, 1, self._reward)
 
     def student_batch(self, ctx, proposals, log, call):
         log.add(**{"compass/params": self.subset, "compass/param_share": self.param_share})
+        call("compass_gain", self.track_gain, ctx, log)
         return super().student_batch(ctx, proposals, log, call)
+
+    def track_gain(self, ctx, log) -> None:
+        """The reward-vs-gain diagnostic (module docstring): the reference pass rate now (after
+        the previous update), this iteration's mean reward, their running rank correlation."""
+        res = solve(ctx.engine, ctx.executor, self.references, ctx.config.student.samples_per_task,
+                    S.student_sampling(ctx))
+        rate = sum(r.c for r in res) / max(1, sum(r.n for r in res))
+        st = ctx.state.method_state[KIND]
+        hist = [h for h in st.get("gain_history", []) if h[0] != ctx.state.iteration]
+        hist.append([ctx.state.iteration, self.last_reward, rate])
+        st["gain_history"] = hist
+        out = {"compass/reference_pass_rate": rate}
+        pairs = reward_gain_pairs(hist)
+        if len(pairs) >= 3:
+            rho = spearman([a for a, _ in pairs], [b for _, b in pairs])
+            if rho == rho:
+                out["compass/reward_gain_corr"] = rho
+        log.add(**out)
 
     # ---- the two gradients ------------------------------------------------------------------
     def task_gradient(self, ctx, p: Proposal):

@@ -150,3 +150,16 @@ def test_two_compassplay_iterations(prefect_server, tmp_path):
     assert scored >= 1
     st = json.loads((Path(result["run_dir"]) / "state.json").read_text())
     assert len(st["method_state"]["compass"]["reference_ids"]) == 8
+    # The reward-vs-gain diagnostic: the reference pass rate each iteration, with the iteration's
+    # mean cosine, kept in the run state (a correlation needs 3 pairs: none after 2 iterations).
+    rates = client.get_metric_history(rid, "compass/reference_pass_rate")
+    assert sorted(m.step for m in rates) == [1, 2] and all(0.0 <= m.value <= 1.0 for m in rates)
+    hist = st["method_state"]["compass"]["gain_history"]
+    assert [h[0] for h in hist] == [0, 1]
+    by_step = {m.step: m.value for m in cos}
+    for (it, reward, rate), step in zip(hist, (1, 2)):
+        assert rate == pytest.approx({m.step: m.value for m in rates}[step])
+        assert (reward is None) == (step not in by_step)
+        if reward is not None:
+            assert reward == pytest.approx(by_step[step])
+    assert not client.get_metric_history(rid, "compass/reward_gain_corr")

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from selfplay_core.methods.compassplay import (CompassConfig, CompassReward, cosine, dr_grpo_weights,
-                                               last_layer_params, nll_weights)
+                                               last_layer_params, nll_weights, ranks,
+                                               reward_gain_pairs, spearman)
 from selfplay_core.problems import Problem
 from selfplay_core.records import Anchor, Proposal
 from selfplay_core.engines.base import Completion
@@ -124,3 +125,34 @@ def test_only_tasks_with_0_lt_p_lt_1_are_scored():
     assert m["time_per_proposal_s"] >= 0
     nobody = CompassReward(_FixedGradients([1.0], {}))
     assert nobody(None, [_accepted("c", 1.0)]) == [-0.25] and nobody.method.calls == 0
+
+
+@pytest.mark.parametrize("xs,want", [
+    ([3.0, 1.0, 2.0], [2.0, 0.0, 1.0]),
+    ([0.5, 0.5, 0.1, 0.9], [1.5, 1.5, 0.0, 3.0]),      # a tie shares ranks 1 and 2
+    ([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]),
+])
+def test_ranks_average_ties(xs, want):
+    assert ranks(xs) == want
+
+
+@pytest.mark.parametrize("a,b,want", [
+    ([1, 2, 3, 4], [10, 20, 30, 40], 1.0),
+    ([1, 2, 3, 4], [4, 3, 2, 1], -1.0),
+    # ranks a: 0 1 2 3, b: 1 0 3 2 -> d^2 sum 4, no ties: 1 - 6*4 / (4*15) = 0.6
+    ([1, 2, 3, 4], [2, 1, 4, 3], 0.6),
+])
+def test_spearman_by_hand(a, b, want):
+    assert spearman(a, b) == pytest.approx(want)
+
+
+def test_spearman_of_a_constant_is_nan():
+    assert math.isnan(spearman([1, 2, 3], [0.5, 0.5, 0.5]))
+
+
+def test_reward_gain_pairs_follow_consecutive_iterations():
+    # [iteration, mean reward of that iteration (None: nothing eligible), pass rate before its update]
+    hist = [[2, 0.3, 0.50], [0, 0.1, 0.25], [1, None, 0.375], [3, 0.2, 0.625], [5, 0.4, 0.5], [6, 0.0, 0.25]]
+    # 0 -> 1: reward 0.1, gain 0.125; 1 has no reward; 2 -> 3: 0.3, 0.125; 3 -> 5 not consecutive;
+    # 5 -> 6: 0.4, -0.25
+    assert reward_gain_pairs(hist) == [(0.1, 0.125), (0.3, 0.125), (0.4, -0.25)]
