@@ -8,8 +8,9 @@ import sys
 def register(sub) -> None:
     p = sub.add_parser(
         "study", help="run the learning study (arms x seeds, one budget) and write its table",
-        description="Run every arm of the learning study protocol for each seed (one at a time; "
-        "an interrupted study continues where it stopped), evaluate each run's last checkpoint on "
+        description="Run every arm of the learning study protocol for each seed (one at a time per "
+        "process; several processes on one --out share the runs, e.g. one per core; an "
+        "interrupted study continues where it stopped), evaluate each run's last checkpoint on "
         "the fixed goalpost set and the whole held-out split, and write study.md, study.png and "
         "table.json to --out and an MLflow run. --readme puts the markdown into the README's "
         "'Does the loop learn?' section, whatever it shows.")
@@ -24,10 +25,6 @@ def register(sub) -> None:
     p.add_argument("--report-only", action="store_true",
                    help="only rebuild the table/figure/markdown from the saved evaluations")
     p.add_argument("--readme", default=None, help="README whose study section to regenerate")
-    p.add_argument("--shard", default="1/1", metavar="K/N",
-                   help="take every N-th run of the plan starting at the K-th, so N processes "
-                   "on one --out share a study (start shard 1 first; the last to finish writes "
-                   "the report)")
     p.add_argument("--list", action="store_true", help="print the protocol's arms and exit")
     p.set_defaults(func=run)
 
@@ -47,16 +44,6 @@ def _protocol(args):
     return proto.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
 
 
-def _shard(text: str) -> tuple[int, int]:
-    try:
-        k, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise ValueError(f"--shard {text!r}: expected K/N, e.g. 1/2") from None
-    if not 1 <= k <= n:
-        raise ValueError(f"--shard {text}: K must be between 1 and N")
-    return k, n
-
-
 def run(args) -> int:
     import os
     from pathlib import Path
@@ -71,7 +58,6 @@ def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         proto = _protocol(args)
-        shard = _shard(args.shard)
     except ValueError as e:
         raise CLIError(str(e)) from None
     if args.list:
@@ -88,11 +74,11 @@ def run(args) -> int:
             results = runner.load_results(proto, out)
             rep = runner.write_report(proto, out, results, command=command)
         else:
-            rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new, shard=shard,
+            rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new,
                                    log=lambda m: print(m, file=sys.stderr, flush=True))
             if not rep["complete"]:
-                print(f"shard {args.shard} finished; {len(rep['missing'])} run(s) left to the "
-                      "other shard(s), whose last writes the report")
+                print(f"{len(rep['missing'])} run(s) are still running in other processes on "
+                      f"{out}; the last of them writes the report")
                 return 0
             rep = runner.write_report(proto, out, runner.load_results(proto, out), command=command,
                                       wall_s=rep.get("wall_s"))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
+import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,6 +59,13 @@ def fixed_sets(protocol: Protocol, configs_dir: Path, out: Path, executor):
 
     first = next(a for a in protocol.arms if a.trains)
     cfg = arm_config(first, protocol, protocol.seeds[0], configs_dir, out)
+    if cfg.model.torch_threads:
+        # What every run sets for itself: the floor's evaluations (before any run) took 290-320 s
+        # each at torch's default threads with two study processes on 2 cores, an arm's ~25 s
+        # after its run had set one thread.
+        import torch
+
+        torch.set_num_threads(cfg.model.torch_threads)
     model_dir = resolve_model_dir(cfg)
     world = build_world(cfg, executor=executor)
     engine = HFEngine(str(model_dir), batch_size=cfg.engine.batch_size)
@@ -66,7 +75,7 @@ def fixed_sets(protocol: Protocol, configs_dir: Path, out: Path, executor):
 
 
 def _prepare_tracking(protocol: Protocol, out: Path) -> None:
-    """Create the runs' MLflow store and experiment once, so that shards starting together do
+    """Create the runs' MLflow store and experiment once, so that study processes starting together do
     not race to create the same tables or experiment (a given MLFLOW_TRACKING_URI is a server's
     business)."""
     from selfplay_core.tracking.mlflow_run import resolve_tracking
@@ -80,9 +89,49 @@ def _prepare_tracking(protocol: Protocol, out: Path) -> None:
             client.create_experiment(protocol.name, artifact_location=artifacts)
 
 
+def claim(out: Path, name: str) -> Path | None:
+    """Take run `name` for this process: a claim file made atomically (O_EXCL) holding host and
+    pid. None when a live process on this host holds it (or one on another host: its liveness
+    cannot be told from here). A claim whose process is gone (an interrupted study) is taken over."""
+    d = out / "claims"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{name}.claim"
+    me = f"{socket.gethostname()} {os.getpid()}"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if not _stale(path):
+                return None
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(me)
+        return path
+    return None
+
+
+def _stale(path: Path) -> bool:
+    try:
+        host, pid = path.read_text().split()
+    except (OSError, ValueError):
+        return True   # unreadable or half-written by a process that died
+    if host != socket.gethostname():
+        return False
+    if int(pid) == os.getpid():
+        return True   # left by an earlier call of this process that failed
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 @contextmanager
 def _setup_lock(out: Path):
-    """One shard at a time through the setup (protocol file, fixed sets, tracking store)."""
+    """One process at a time through the setup (protocol file, fixed sets, tracking store)."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".setup.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -94,23 +143,20 @@ def _setup_lock(out: Path):
 
 def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = "configs",
               new: bool = False, extra: tuple[str, ...] = (), log: Callable[[str], None] = print,
-              workers: int = 2, shard: tuple[int, int] = (1, 1)) -> dict:
-    """Every (arm, seed) of the protocol not yet in `out`, then the report. `shard` (k, n):
-    this process takes every n-th run of the plan, starting at the k-th, so n processes on one
-    folder share the work (each run is one process's; results are files per run); the report
-    and its MLflow run are written by whichever shard finds the plan complete."""
+              workers: int = 2) -> dict:
+    """Every (arm, seed) of the protocol not yet in `out`, then the report. Several processes
+    may work on one folder at once (e.g. one per core): each claims the next run nobody has
+    (`claim`), results are files per run, and whichever finds the plan complete writes the
+    report and its MLflow run."""
     from selfplay_core.loop.driver import run_selfplay
     from selfplay_core.sandbox import Executor, SandboxConfig
 
-    k, n = shard
-    if not 1 <= k <= n:
-        raise StudyError(f"shard {k}/{n}: expected K/N with 1 <= K <= N")
     out, configs_dir = Path(out), Path(configs_dir)
     evals = out / "evals"
     t_study = time.perf_counter()
     with Executor(SandboxConfig(workers=workers)) as ex:
         with _setup_lock(out):
-            _save_protocol(protocol, out, new and k == 1)
+            _save_protocol(protocol, out, new)
             evals.mkdir(parents=True, exist_ok=True)
             model_dir, gps, heldout = fixed_sets(protocol, configs_dir, out, ex)
             (out / "goalposts.json").write_text(json.dumps([g.id for g in gps]))
@@ -123,13 +169,14 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
         plan = [(a, s) for a in protocol.arms if not a.trains for s in range(f.floor_samplings)]
         plan += [(a, s) for s in protocol.seeds for a in protocol.arms if a.trains]
         results = {a.name: [] for a in protocol.arms}
-        full_plan = plan
-        plan = plan[k - 1::n]
         for arm, seed in plan:
             path = evals / f"{arm.name}-s{seed}.json"
             if path.exists():
                 results[arm.name].append(json.loads(path.read_text()))
                 continue
+            held = claim(out, f"{arm.name}-s{seed}")
+            if held is None:
+                continue   # another process is running it
             t0 = time.perf_counter()
             if arm.trains:
                 cfg = arm_config(arm, protocol, seed, configs_dir, out, extra)
@@ -147,17 +194,18 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
                    "wall_s": round(train_s, 1) if arm.trains else None, "eval": res,
                    "diagnostics": run_diagnostics(cfg, run_id, arm.diagnostics) if arm.trains else {}}
             path.write_text(json.dumps(row))
+            held.unlink(missing_ok=True)
             s = report.summarize(res, f.ks)
             log(f"[{arm.name} seed {seed}] goalpost hits {s['goalposts/hits']}/{s['goalposts/total']}, "
                 f"pass rate {s['goalposts/pass_rate']:.4f}; held-out "
                 + " ".join(f"pass@{k} {s[f'heldout/pass@{k}']:.3f}" for k in f.ks)
                 + f" (train {train_s:.0f}s, eval {res['seconds']:.0f}s)")
             results[arm.name].append(row)
-    missing = [f"{a.name}-s{s}" for a, s in full_plan if not (evals / f"{a.name}-s{s}.json").exists()]
+    missing = [f"{a.name}-s{s}" for a, s in plan if not (evals / f"{a.name}-s{s}.json").exists()]
     if missing:
-        log(f"shard {k}/{n} done; {len(missing)} run(s) of the study are another shard's "
-            f"({', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}): the last shard "
-            "to finish writes the report")
+        log(f"nothing left to claim; {len(missing)} run(s) still running in other processes "
+            f"({', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}): the last to finish "
+            "writes the report")
         return {"complete": False, "missing": missing}
     rep = write_report(protocol, out, load_results(protocol, out), wall_s=time.perf_counter() - t_study)
     rep["mlflow_run_id"] = log_study(protocol, out, rep["rows"], load_results(protocol, out))
