@@ -23,7 +23,8 @@ def register(sub) -> None:
     p.add_argument("--configs", default="configs", help="folder of the arms' config files")
     p.add_argument("--new", action="store_true", help="start over in --out with this protocol")
     p.add_argument("--report-only", action="store_true",
-                   help="only rebuild the table/figure/markdown from the saved evaluations")
+                   help="only rebuild the table/figure/markdown from the saved evaluations "
+                   "(and log them as a new MLflow study run)")
     p.add_argument("--readme", default=None, help="README whose study section to regenerate")
     p.add_argument("--list", action="store_true", help="print the protocol's arms and exit")
     p.set_defaults(func=run)
@@ -73,6 +74,8 @@ def run(args) -> int:
         if args.report_only:
             results = runner.load_results(proto, out)
             rep = runner.write_report(proto, out, results, command=command)
+            rep["mlflow_run_id"] = runner.log_study(proto, out, rep["rows"], results)
+            print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
         else:
             rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new,
                                    log=lambda m: print(m, file=sys.stderr, flush=True))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import socket
 import time
 from contextlib import contextmanager
@@ -235,6 +236,12 @@ def _unfinished(cfg) -> bool:
     return path.exists() and not load_state(path).finished
 
 
+def mlflow_name(arm: str) -> str:
+    """An arm's name as MLflow metric and tag keys allow it (alphanumerics, _ - . space : /):
+    `gasp+rlvr` -> `gasp_plus_rlvr`."""
+    return re.sub(r"[^A-Za-z0-9_\-. :/]", "_", arm.replace("+", "_plus_"))
+
+
 def log_study(protocol: Protocol, out: Path, rows: list[dict], results: dict[str, list[dict]],
               tracking_uri: str | None = None) -> str:
     """One MLflow run for the study: the protocol as params, each arm's means as metrics
@@ -252,14 +259,14 @@ def log_study(protocol: Protocol, out: Path, rows: list[dict], results: dict[str
             for key, *_ in report.metrics(protocol.final.ks):
                 m, sd = r[key]
                 if r["n"]:
-                    metrics[f"{r['arm']}/{key}"] = m
-                    metrics[f"{r['arm']}/{key}_sd"] = sd
-            metrics[f"{r['arm']}/goalposts/union"] = r["goalposts/union"]
+                    metrics[f"{mlflow_name(r['arm'])}/{key}"] = m
+                    metrics[f"{mlflow_name(r['arm'])}/{key}_sd"] = sd
+            metrics[f"{mlflow_name(r['arm'])}/goalposts/union"] = r["goalposts/union"]
         t.log_metrics(metrics, step=0)
         for name in ("study.md", "study.png", "table.json", "protocol.json"):
             if (out / name).exists():
                 t.log_artifact(str(out / name))
-        t.set_tags({f"run.{e['arm']}.s{e['seed']}": e["run_id"] for es in results.values()
+        t.set_tags({f"run.{mlflow_name(e['arm'])}.s{e['seed']}": e["run_id"] for es in results.values()
                     for e in es if e.get("run_id")})
         t.finish("FINISHED")
     except BaseException:

@@ -24,7 +24,7 @@ def _protocol() -> Protocol:
     return Protocol(
         name="study-processes-test",
         arms=(Arm(name="base", label="start", kind="baseline"),
-              Arm(name="rlvr", label="RLVR", config="rlvr-tiny-cpu.yaml", kind="baseline",
+              Arm(name="rlvr+x", label="RLVR", config="rlvr-tiny-cpu.yaml", kind="baseline",
                   overrides=SMALL, diagnostics=("student/real/pass_rate",))),
         seeds=(0, 1), iterations=1, common=STUDY_COMMON,
         final=FinalEval(goalpost_k=2, heldout_n=1, ks=(1,), floor_samplings=2, max_new_tokens=48))
@@ -52,22 +52,22 @@ def test_two_processes_share_one_study(tmp_path):
     logs = [json.loads((tmp_path / f"proc{k}.json").read_text()) for k in (1, 2)]
     # Each run of the plan (floor base s0, s1; rlvr s0, s1) was run by exactly one process.
     ran = [[l.split("]")[0].lstrip("[") for l in log["lines"] if "goalpost hits" in l] for log in logs]
-    assert sorted(ran[0] + ran[1]) == ["base seed 0", "base seed 1", "rlvr seed 0", "rlvr seed 1"]
+    assert sorted(ran[0] + ran[1]) == ["base seed 0", "base seed 1", "rlvr+x seed 0", "rlvr+x seed 1"]
     # The last to finish found the plan complete and wrote the report; the other may have too.
     assert any(log["complete"] for log in logs)
     assert not list((out / "claims").iterdir())
 
     evals = sorted(p.name for p in (out / "evals").iterdir())
-    assert evals == ["base-s0.json", "base-s1.json", "rlvr-s0.json", "rlvr-s1.json"]
+    assert evals == ["base-s0.json", "base-s1.json", "rlvr+x-s0.json", "rlvr+x-s1.json"]
     saved = json.loads((out / "protocol.json").read_text())
     assert saved["key"] == _protocol().key()
     table = json.loads((out / "table.json").read_text())
     rows = {r["arm"]: r for r in table}
-    assert rows["base"]["n"] == 2 and rows["rlvr"]["n"] == 2
+    assert rows["base"]["n"] == 2 and rows["rlvr+x"]["n"] == 2
     assert (out / "study.md").exists() and (out / "study.png").exists()
     # The arm's diagnostic: the run's one iteration logged student/real/pass_rate (a pass rate).
     for s in (0, 1):
-        hist = json.loads((out / "evals" / f"rlvr-s{s}.json").read_text())["diagnostics"]
+        hist = json.loads((out / "evals" / f"rlvr+x-s{s}.json").read_text())["diagnostics"]
         assert [step for step, _ in hist["student/real/pass_rate"]] == [1]
         assert 0.0 <= hist["student/real/pass_rate"][0][1] <= 1.0
     assert "`student/real/pass_rate` | 2 |" in (out / "study.md").read_text()
@@ -79,12 +79,14 @@ def test_two_processes_share_one_study(tmp_path):
     client = MlflowClient(tracking_uri=runs_uri)
     exp = client.get_experiment_by_name("study-processes-test")
     names = sorted(r.info.run_name for r in client.search_runs([exp.experiment_id]))
-    assert names == ["rlvr-s0", "rlvr-s1"]
+    assert names == ["rlvr+x-s0", "rlvr+x-s1"]
     assert all(r.info.status == "FINISHED" for r in client.search_runs([exp.experiment_id]))
     study_client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlruns' / 'mlflow.db'}")
     sexp = study_client.get_experiment_by_name("study-processes-test")
-    assert [r.info.run_name for r in study_client.search_runs([sexp.experiment_id])] == [
-        f"study-{_protocol().key()}"]
+    [srun] = study_client.search_runs([sexp.experiment_id])
+    assert srun.info.run_name == f"study-{_protocol().key()}"
+    # An arm name MLflow keys do not allow ('+') is spelled out in the study run's metrics.
+    assert srun.data.metrics["rlvr_plus_x/goalposts/union"] == rows["rlvr+x"]["goalposts/union"]
 
 
 def test_claims_respect_the_living_and_take_over_from_the_dead(tmp_path):
