@@ -130,11 +130,11 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="the Challenger reads a page of the toy primitives library; the page's function "
              "verifies; fidelity = the question describes the page's function (oracle)"),
     Arm(name="star", label="STaR (rationalization)", config="star-tiny-cpu.yaml",
-        diagnostics=("student/rationalized/yield", "student/trained/tasks"),
+        diagnostics=("student/rationalized/yield", "student/trained/rationalized"),
         note="real training split; failed tasks retried with expected outputs as a hint, kept "
              "programs trained without it"),
     Arm(name="compassplay", label="CompassPlay (gradient alignment)", config="compassplay-tiny-cpu.yaml",
-        diagnostics=("teacher/compass/cosine", "teacher/compass/eligible"),
+        diagnostics=("teacher/compass/cosine", "compass/reward_gain_corr", "teacher/compass/eligible"),
         note="harder variants of held-in real tasks rewarded by the cosine of their solver-loss "
              "gradient with the reference tasks' (last block + final norm)"),
 )
