@@ -72,19 +72,16 @@ def run(args) -> int:
             if a.trains:
                 runner.arm_config(a, proto, proto.seeds[0], Path(args.configs), out)
         if args.report_only:
-            results = runner.load_results(proto, out)
-            rep = runner.write_report(proto, out, results, command=command)
-            rep["mlflow_run_id"] = runner.log_study(proto, out, rep["rows"], results)
-            print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
+            rep = runner.report_and_log(proto, out, command=command)
         else:
             rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new,
+                                   command=command,
                                    log=lambda m: print(m, file=sys.stderr, flush=True))
             if not rep["complete"]:
                 print(f"{len(rep['missing'])} run(s) are still running in other processes on "
                       f"{out}; the last of them writes the report")
                 return 0
-            rep = runner.write_report(proto, out, runner.load_results(proto, out), command=command,
-                                      wall_s=rep.get("wall_s"))
+        print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
     except (ConfigError, runner.StudyError) as e:
         raise CLIError(str(e)) from None
     print(rep["markdown"])

@@ -144,7 +144,7 @@ def _setup_lock(out: Path):
 
 def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = "configs",
               new: bool = False, extra: tuple[str, ...] = (), log: Callable[[str], None] = print,
-              workers: int = 2) -> dict:
+              workers: int = 2, command: str | None = None) -> dict:
     """Every (arm, seed) of the protocol not yet in `out`, then the report. Several processes
     may work on one folder at once (e.g. one per core): each claims the next run nobody has
     (`claim`), results are files per run, and whichever finds the plan complete writes the
@@ -169,11 +169,9 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
         # still has every arm at the seeds it reached.
         plan = [(a, s) for a in protocol.arms if not a.trains for s in range(f.floor_samplings)]
         plan += [(a, s) for s in protocol.seeds for a in protocol.arms if a.trains]
-        results = {a.name: [] for a in protocol.arms}
         for arm, seed in plan:
             path = evals / f"{arm.name}-s{seed}.json"
             if path.exists():
-                results[arm.name].append(json.loads(path.read_text()))
                 continue
             held = claim(out, f"{arm.name}-s{seed}")
             if held is None:
@@ -201,16 +199,23 @@ def run_study(protocol: Protocol, out: str | Path, *, configs_dir: str | Path = 
                 f"pass rate {s['goalposts/pass_rate']:.4f}; held-out "
                 + " ".join(f"pass@{k} {s[f'heldout/pass@{k}']:.3f}" for k in f.ks)
                 + f" (train {train_s:.0f}s, eval {res['seconds']:.0f}s)")
-            results[arm.name].append(row)
     missing = [f"{a.name}-s{s}" for a, s in plan if not (evals / f"{a.name}-s{s}.json").exists()]
     if missing:
         log(f"nothing left to claim; {len(missing)} run(s) still running in other processes "
             f"({', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}): the last to finish "
             "writes the report")
         return {"complete": False, "missing": missing}
-    rep = write_report(protocol, out, load_results(protocol, out), wall_s=time.perf_counter() - t_study)
-    rep["mlflow_run_id"] = log_study(protocol, out, rep["rows"], load_results(protocol, out))
+    rep = report_and_log(protocol, out, command=command, wall_s=time.perf_counter() - t_study)
     rep["complete"] = True
+    return rep
+
+
+def report_and_log(protocol: Protocol, out: Path, command: str | None = None,
+                   wall_s: float | None = None) -> dict:
+    """The table, figure and markdown from the saved evaluations, and the study's MLflow run."""
+    results = load_results(protocol, out)
+    rep = write_report(protocol, out, results, wall_s=wall_s, command=command)
+    rep["mlflow_run_id"] = log_study(protocol, out, rep["rows"], results)
     return rep
 
 
