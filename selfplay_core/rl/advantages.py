@@ -3,6 +3,12 @@
 * Task-Relative REINFORCE++ (AZR): normalize within each (task kind, role) group, so a
   teacher's learnability reward and a student's pass/fail never share a baseline.
 * GRPO: normalize within each prompt group (the n samples of one prompt).
+* Task-Relative REINFORCE++ with a per-prompt baseline for the solver (`trr++_prompt`): each
+  student sample's reward first has its own task's mean subtracted (the samples of one prompt),
+  then TRR++ scales by the (task kind, role) spread. A task every sample solves (or none does)
+  then teaches nothing, where plain TRR++ pushes all its samples up against the kind's mean —
+  reinforcing answers the policy already gives, which narrows it (held-out pass@8 falls).
+  Proposer rollouts keep plain TRR++ (a proposal prompt has one or two samples).
 * Dr. GRPO: subtract the group mean only (no std division, which biases towards easy and
   hard prompts).
 * REINFORCE½ (SGS): keep only correct rollouts on tasks the student solves at most half the
@@ -53,6 +59,23 @@ def task_relative_reinforce_pp(rewards: Sequence[float], task_kinds: Sequence[st
     return _normalize(rewards, list(zip(task_kinds, roles)), scale=True, eps=eps)
 
 
+def prompt_baseline_trr(rewards: Sequence[float], task_kinds: Sequence[str], roles: Sequence[str],
+                        prompt_groups: Sequence[Hashable], centre: Sequence[bool],
+                        eps: float = 1e-6) -> list[float]:
+    """TRR++ after subtracting each prompt group's mean from the rewards marked `centre`."""
+    n = len(rewards)
+    if not (len(task_kinds) == len(roles) == len(prompt_groups) == len(centre) == n):
+        raise ValueError("rewards, kinds, roles, prompt groups and centre flags differ in length")
+    vals = [float(r) for r in rewards]
+    marked = [i for i in range(n) if centre[i]]
+    for members in _groups([(roles[i], prompt_groups[i]) for i in marked]).values():
+        idx = [marked[j] for j in members]
+        mean = sum(vals[i] for i in idx) / len(idx)
+        for i in idx:
+            vals[i] -= mean
+    return _normalize(vals, list(zip(task_kinds, roles)), scale=True, eps=eps)
+
+
 def grpo(rewards: Sequence[float], prompt_groups: Sequence[Hashable], eps: float = 1e-6) -> list[float]:
     return _normalize(rewards, prompt_groups, scale=True, eps=eps)
 
@@ -90,6 +113,12 @@ def _trr(batch: Sequence[Scored]) -> list[float]:
                                       [s.role for s in batch])
 
 
+def _trr_prompt(batch: Sequence[Scored]) -> list[float]:
+    return prompt_baseline_trr([s.reward for s in batch], [s.kind for s in batch],
+                               [s.role for s in batch], [s.group for s in batch],
+                               [s.passed is not None for s in batch])
+
+
 def _grpo(batch: Sequence[Scored]) -> list[float]:
     return grpo([s.reward for s in batch], [(s.role, s.group) for s in batch])
 
@@ -120,6 +149,7 @@ def _sft(batch: Sequence[Scored]) -> list[float]:
 
 ESTIMATORS: dict[str, Estimator] = {
     "trr++": _trr,
+    "trr++_prompt": _trr_prompt,
     "grpo": _grpo,
     "dr_grpo": _dr_grpo,
     "reinforce_half": _reinforce_half,

@@ -61,7 +61,7 @@ def S(reward, role="student", kind="lemma", group="t1", passed=None):
 
 
 def test_every_estimator_is_registered():
-    assert set(A.ESTIMATORS) == {"trr++", "grpo", "dr_grpo", "reinforce_half", "sft"}
+    assert set(A.ESTIMATORS) == {"trr++", "trr++_prompt", "grpo", "dr_grpo", "reinforce_half", "sft"}
 
 
 def test_trr_groups_by_kind_and_role_grpo_by_role_and_prompt():
@@ -102,3 +102,42 @@ def test_reinforce_half_on_an_sgs_batch_of_targets_and_synthetic_problems():
                 S(0.0, role="teacher", kind="conjecture", group="c2")])
     assert A.ESTIMATORS["reinforce_half"](batch) == pytest.approx(
         [1, 0, 0, 0] + [0, 0, 0, 0] + [1, 1, 0, 0] + [1, -1], abs=1e-4)
+
+
+# trr++_prompt: student rewards centred on their own task's mean, then scaled by the (kind, role)
+# spread. Task a is solved by all 4 samples, task b by 1 of 4 (all kind "lemma"):
+#   centred a: 0 0 0 0; b: .75 -.25 -.25 -.25; spread over the 8: sqrt(.75 / 8) = 0.306186
+#   -> b: 2.449490, -0.816497 x3; a: 0 (plain TRR++ gives a's samples +0.774597 each:
+#   mean 0.625, std sqrt(.625 * .375) = 0.484123, (1 - .625) / 0.484123).
+PROMPT_TRR = [
+    ([1, 1, 1, 1, 1, 0, 0, 0], ["lemma"] * 8, ["student"] * 8, list("aaaabbbb"), [True] * 8,
+     [0, 0, 0, 0, 2.449490, -0.816497, -0.816497, -0.816497]),
+    # every task constant: no signal at all (TRR++ would see 1 vs 0 across tasks)
+    ([1, 1, 0, 0], ["lemma"] * 4, ["student"] * 4, list("aabb"), [True] * 4, [0, 0, 0, 0]),
+    # proposer rollouts (not centred) keep plain TRR++ within their own (kind, role) group
+    ([1, 0, 0.5, 1, 0], ["lemma"] * 5, ["teacher", "teacher", "teacher", "student", "student"],
+     ["g", "g", "h", "a", "a"], [False, False, False, True, True],
+     [1.224745, -1.224745, 0.0, 1.0, -1.0]),
+]
+
+
+@pytest.mark.parametrize("r,k,roles,groups,centre,exp", PROMPT_TRR)
+def test_prompt_baseline_trr(r, k, roles, groups, centre, exp):
+    assert A.prompt_baseline_trr(r, k, roles, groups, centre) == pytest.approx(exp, abs=1e-5)
+
+
+def test_prompt_baseline_estimator_centres_only_the_solver():
+    batch = [A.Scored(1.0, "student", "lemma", "a", True)] * 4 + \
+            [A.Scored(1.0, "student", "lemma", "b", True), A.Scored(0.0, "student", "lemma", "b", False)] + \
+            [A.Scored(0.9, "teacher", "lemma", "g"), A.Scored(0.1, "teacher", "lemma", "g")]
+    adv = A.ESTIMATORS["trr++_prompt"](batch)
+    assert adv[:4] == [0.0] * 4                       # a solved task teaches nothing
+    assert adv[4] > 0 > adv[5]
+    assert adv[6:] == pytest.approx([1.0, -1.0], abs=1e-4)    # the proposer as in TRR++
+    plain = A.ESTIMATORS["trr++"](batch)
+    assert all(a > 0 for a in plain[:4])              # what plain TRR++ does with task a
+
+
+def test_prompt_baseline_lengths_must_agree():
+    with pytest.raises(ValueError, match="differ in length"):
+        A.prompt_baseline_trr([1, 0], ["k"] * 2, ["s"] * 2, ["a"], [True, True])
