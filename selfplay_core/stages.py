@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from typing import Protocol, Sequence
 
 from selfplay_core import rewards
@@ -504,7 +505,11 @@ def evaluate_full(ctx, log: IterationLog) -> dict:
     state, and at the end verdict/pass@k_{diff,se} (evaluation/verdict.py)."""
     e = ctx.config.eval
     probs = ctx.world.heldout_problems
-    res = solve(ctx.engine, ctx.executor, probs, e.n, student_sampling(ctx))
+    # The same seed at the start and at the end (common random numbers: an unchanged policy
+    # draws the same samples); the run's seed stream still advances as it always did, so every
+    # other stage's seeds stay what they were.
+    sp = replace(student_sampling(ctx), seed=verdict_seed(ctx.config.seed))
+    res = solve(ctx.engine, ctx.executor, probs, e.verdict_samples, sp)
     counts = {r.problem.id: [r.n, r.c] for r in res}
     st = ctx.state
     out = {f"eval_full/all/pass@{k}": mean_pass_at_k_or_nan([(r.n, r.c) for r in res], k) for k in e.ks}
@@ -519,6 +524,12 @@ def evaluate_full(ctx, log: IterationLog) -> dict:
             out[f"verdict/pass@{k}_not_worse"] = float(v.not_worse)
     log.add(**out)
     return out
+
+
+def verdict_seed(run_seed: int) -> int:
+    """The sampling seed of both verdict evaluations of a run: fixed by the run's seed, far past
+    what `next_seed` hands out in a run (run_seed * 1_000_003 + a counter of calls)."""
+    return run_seed * 1_000_003 + 999_983
 
 
 def verdicts(start: dict, end: dict, ks=None) -> list:

@@ -19,7 +19,7 @@ def sets(model_dir, out_dir, name, *extra):
     return [f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=3",
             "method.goalposts_per_iteration=2", "method.proposals_per_anchor=2",
             "student.samples_per_task=4", "student.batch_size=32", "student.real_tasks_per_iteration=6",
-            "method=gasp+rlvr", "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=4",
+            "method=gasp+rlvr", "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=4",
             "eval.goalpost_every=3", "eval.goalpost_k=2", "world.goalpost_k=2",
             "world.max_goalposts=3", "engine.max_new_tokens_teacher=64",
             "engine.max_new_tokens_student=24", "learner.lr=1e-3", "updates_per_iteration=2",

@@ -38,7 +38,7 @@ def loop_sets(model_dir, out_dir, url):
             "method.goalposts_per_iteration=2", "method.proposals_per_anchor=2",
             "teacher.rejection_sampling=false",  # the scripted proposals are near-duplicates
             "student.samples_per_task=2", "student.batch_size=16",
-            "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=4", "eval.goalpost_every=1",
+            "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=4", "eval.goalpost_every=1",
             "eval.goalpost_k=2", "world.goalpost_k=2", "world.max_goalposts=3",
             # the scripted server solves no goalpost; the frontier rule would also ask for lemmas
             # it solves in band, so it keeps none: mine plainly unsolved ones

@@ -240,7 +240,7 @@ def loop_config(servers, run_dir: Path):
         "engine.backend=vllm", f"engine.vllm_url=[{', '.join(urls)}]",
         f"engine.served_model_dir={servers['served']}",
         "method.goalposts_per_iteration=4", "student.samples_per_task=4", "student.batch_size=64",
-        "eval.n=4", "eval.ks=[1, 4]", "eval.max_problems=12", "eval.goalpost_every=1",
+        "eval.n=4", "eval.verdict_n=null", "eval.ks=[1, 4]", "eval.max_problems=12", "eval.goalpost_every=1",
         "eval.goalpost_k=4", "world.goalpost_k=8", "world.max_goalposts=8",
         "updates_per_iteration=2", "sandbox.workers=2"])
 

@@ -53,7 +53,7 @@ def test_one_azr_iteration_with_three_task_types(micro_model_dir, tmp_path):
         "method=azr", f"out_dir={tmp_path / 'runs'}", "iterations=1",
         "method.task_types=[deduction, abduction, induction]", "method.proposals_per_iteration=4",
         "method.references=3", "student.samples_per_task=4", "student.batch_size=32",
-        "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=4", "eval.goalpost_every=1",
+        "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=4", "eval.goalpost_every=1",
         "eval.goalpost_k=2", "world.goalpost_k=2", "world.max_goalposts=3",
         "engine.max_new_tokens_teacher=96", "engine.max_new_tokens_student=32",
         "engine.teacher_temperature=0.4", "learner.lr=1e-3", "sandbox.workers=2",

@@ -72,7 +72,7 @@ def small_selfplay_config(tmp: Path) -> dict:
     sets = [f"model.path={ASSET_DIR}", f"out_dir={tmp}/runs", "iterations=1",
             "method.goalposts_per_iteration=2", "method.proposals_per_anchor=2",
             "student.samples_per_task=2", "student.batch_size=16",
-            "eval.n=1", "eval.ks=[1]", "eval.max_problems=4", "eval.goalpost_every=1",
+            "eval.n=1", "eval.verdict_n=null", "eval.ks=[1]", "eval.max_problems=4", "eval.goalpost_every=1",
             "eval.goalpost_k=1", "world.goalpost_k=2", "world.max_goalposts=3",
             "engine.max_new_tokens_teacher=64", "engine.max_new_tokens_student=32",
             "sandbox.workers=1", "tracking.run_name=deployed",

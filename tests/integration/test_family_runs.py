@@ -26,7 +26,7 @@ def small_config(out_dir, *sets):
 
     return load_config(None, [
         f"model.path={ASSET_DIR}", f"out_dir={out_dir}", "iterations=2", "updates_per_iteration=1",
-        "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=8", "eval.goalpost_every=2",
+        "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=8", "eval.goalpost_every=2",
         "eval.goalpost_k=2", "world.goalpost_k=4", "world.max_goalposts=6",
         "engine.max_new_tokens_teacher=120", "engine.max_new_tokens_student=48",
         "learner.lr=1e-3", "sandbox.workers=2", *sets])

@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 SMALL = ["iterations=2", "method.goalposts_per_iteration=3", "method.proposals_per_anchor=2",
-         "student.samples_per_task=4", "student.batch_size=32", "eval.n=4", "eval.ks=[1, 4]",
+         "student.samples_per_task=4", "student.batch_size=32", "eval.n=4", "eval.verdict_n=null", "eval.ks=[1, 4]",
          "eval.max_problems=8", "eval.goalpost_every=1", "eval.goalpost_k=4",
          "eval.goalpost_floor_n=16", "engine.max_new_tokens_teacher=160",
          "engine.max_new_tokens_student=64", "sandbox.workers=2"]

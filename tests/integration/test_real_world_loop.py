@@ -33,7 +33,7 @@ def lcb_config(model_dir, out_dir, *extra):
         "world.goalpost_k=2", "world.max_goalposts=2",
         "method.goalposts_per_iteration=2", "method.proposals_per_anchor=2",
         "student.samples_per_task=2", "student.batch_size=8", "student.real_tasks_per_iteration=1",
-        "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=2", "eval.goalpost_every=1",
+        "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=2", "eval.goalpost_every=1",
         "eval.goalpost_k=2", "engine.max_new_tokens_teacher=48", "engine.max_new_tokens_student=32",
         "learner.micro_batch_size=4", "sandbox.workers=2", "tracking.run_name=lcb", *extra])
 

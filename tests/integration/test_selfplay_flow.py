@@ -25,7 +25,7 @@ def small_config(model_dir, out_dir, **over):
     sets = [f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=2",
             "method.goalposts_per_iteration=3", "method.proposals_per_anchor=2",
             "student.samples_per_task=4", "student.batch_size=32",
-            "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=8", "eval.goalpost_every=1",
+            "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=8", "eval.goalpost_every=1",
             "eval.goalpost_k=2", "world.goalpost_k=4", "world.max_goalposts=6",
             "engine.max_new_tokens_teacher=192", "engine.max_new_tokens_student=48",
             "learner.lr=1e-3", "sandbox.workers=2", "tracking.run_name=it"]

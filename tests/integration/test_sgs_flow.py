@@ -40,7 +40,7 @@ def sgs_config(model_dir, out_dir):
     sets = [f"world.goalposts={targets}", f"model.path={model_dir}", f"out_dir={out_dir}", "iterations=2", "updates_per_iteration=1",
             "method.targets_per_iteration=3", "method.proposals_per_target=2",
             f"student.samples_per_task={N}", "student.batch_size=64", "student.fill=none",
-            "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=4", "eval.goalpost_every=2",
+            "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=4", "eval.goalpost_every=2",
             "eval.goalpost_k=2", "eval.goalpost_floor_n=0", "eval.verdict=false",
             "world.goalpost_k=4", "world.max_goalposts=6",
             "engine.max_new_tokens_teacher=120", "engine.max_new_tokens_student=48",

@@ -15,7 +15,7 @@ import torch
 pytestmark = pytest.mark.slow
 
 SMALL = ["iterations=2", "student.samples_per_task=4", "student.batch_size=32",
-         "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=6", "eval.goalpost_every=1",
+         "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=6", "eval.goalpost_every=1",
          "eval.goalpost_k=2", "world.goalpost_k=4", "world.max_goalposts=4",
          "engine.max_new_tokens_student=48", "learner.lr=1e-3", "sandbox.workers=2",
          "updates_per_iteration=2"]

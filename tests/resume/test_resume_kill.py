@@ -33,7 +33,8 @@ def tiny_config(path: Path, model_dir: Path) -> Path:
     cfg = {"iterations": ITERATIONS, "model": {"path": str(model_dir)},
            "method": {"name": "gasp", "goalposts_per_iteration": 3, "proposals_per_anchor": 2},
            "student": {"samples_per_task": 4, "batch_size": 32},
-           "eval": {"n": 2, "ks": [1, 2], "max_problems": 8, "goalpost_every": 1, "goalpost_k": 2},
+           "eval": {"n": 2, "ks": [1, 2], "max_problems": 8, "goalpost_every": 1, "goalpost_k": 2,
+                    "verdict_n": None},
            "world": {"goalpost_k": 4, "max_goalposts": 6},
            "engine": {"max_new_tokens_teacher": 120, "max_new_tokens_student": 48},
            "learner": {"lr": 1e-3}, "sandbox": {"workers": 2}, "tracking": {"run_name": "kt"}}

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ("student.real_tasks_per_iteration=2", "student.samples_per_task=4", "student.batch_size=8",
-         "updates_per_iteration=1", "eval.n=2", "eval.ks=[1, 2]", "eval.max_problems=4",
+         "updates_per_iteration=1", "eval.n=2", "eval.verdict_n=null", "eval.ks=[1, 2]", "eval.max_problems=4",
          "eval.goalpost_k=2", "engine.max_new_tokens_student=48", "sandbox.workers=1")
 
 
