@@ -225,7 +225,7 @@ def _print_summary(result: dict, cfg) -> None:
     samples = cfg.eval.n * cfg.eval.max_problems if cfg.eval.max_problems else None
     for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name):
         print(line)
-    for line in run_verdict(state):
+    for line in run_verdict(state, cfg.eval.ks):
         print(f"verdict: {line}")
     print()
     uri = result["tracking_uri"]
@@ -264,12 +264,12 @@ def _runs_view(uri: str, run_id: str) -> str:
             + f"`{bin_of('mlflow')} ui --backend-store-uri {uri}`, then open {page}")
 
 
-def run_verdict(state: dict) -> list[str]:
+def run_verdict(state: dict, ks=None) -> list[str]:
     """One line per k: held-out pass@k at the end against the start checkpoint (eval.verdict)."""
     from selfplay_core.loop.driver import verdict_lines
     from selfplay_core.state import RunState
 
-    return verdict_lines(RunState.from_json(state))
+    return verdict_lines(RunState.from_json(state), ks)
 
 
 def _gpu_plan(cfg) -> str | None:

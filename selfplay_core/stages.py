@@ -17,7 +17,7 @@ from typing import Protocol, Sequence
 
 from selfplay_core import rewards
 from selfplay_core.buffers import BufferItem
-from selfplay_core.engines.base import SamplingParams
+from selfplay_core.engines.base import SamplingParams, takes_seeds
 from selfplay_core.evaluation.passk import mean_pass_at_k_or_nan, pass_at_k
 from selfplay_core.problems import Problem, TestCase
 from selfplay_core.proposals import ALLOWED_IMPORTS, probe_inputs  # the one allow-list
@@ -509,7 +509,7 @@ def evaluate_full(ctx, log: IterationLog) -> dict:
     # draws the same samples); the run's seed stream still advances as it always did, so every
     # other stage's seeds stay what they were.
     sp = replace(student_sampling(ctx), seed=verdict_seed(ctx.config.seed))
-    res = solve(ctx.engine, ctx.executor, probs, e.verdict_samples, sp)
+    res = solve(verdict_engine(ctx), ctx.executor, probs, e.verdict_samples, sp)
     counts = {r.problem.id: [r.n, r.c] for r in res}
     st = ctx.state
     out = {f"eval_full/all/pass@{k}": mean_pass_at_k_or_nan([(r.n, r.c) for r in res], k) for k in e.ks}
@@ -524,6 +524,20 @@ def evaluate_full(ctx, log: IterationLog) -> dict:
             out[f"verdict/pass@{k}_not_worse"] = float(v.not_worse)
     log.add(**out)
     return out
+
+
+def verdict_engine(ctx):
+    """The run's engine where a seed makes its draws reproducible; otherwise (vLLM's CPU build)
+    an HF engine over a copy of the learner's current weights, so that the start and the end are
+    still drawn with common random numbers."""
+    if takes_seeds(ctx.engine) or getattr(ctx, "learner", None) is None:
+        return ctx.engine
+    import copy
+
+    from selfplay_core.engines.hf import HFEngine
+
+    return HFEngine(copy.deepcopy(ctx.learner.unwrapped), ctx.tokenizer,
+                    batch_size=ctx.config.engine.batch_size)
 
 
 def verdict_seed(run_seed: int) -> int:

@@ -60,3 +60,44 @@ def test_verdict_samples_are_at_least_eval_n():
     assert load_config(None, []).eval.verdict_samples == 16          # the toy default
     assert load_config(None, ["eval.verdict_n=4"]).eval.verdict_samples == 8   # eval.n = 8
     assert load_config(None, ["eval.n=20", "eval.ks=[1, 20]"]).eval.verdict_samples == 20
+
+
+class UnseededEngine:
+    """Stands in for vLLM's CPU build, whose draws a seed cannot repeat (a real one needs a
+    server; tests/engines/test_vllm_real.py has those). The verdict must not sample from it."""
+
+    takes_seeds = False
+
+    def generate(self, prompts, n, sampling):
+        raise AssertionError("the verdict sampled from an engine that takes no seeds")
+
+
+def test_an_engine_without_seeds_gets_a_seeded_copy_of_the_learners_weights(toy, executor):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    ctx = _ctx(toy, executor, ["eval.verdict_n=null"])
+    policy = AutoModelForCausalLM.from_pretrained(str(ASSET_DIR)).train()
+    ctx.engine = UnseededEngine()
+    ctx.learner, ctx.tokenizer = SimpleNamespace(unwrapped=policy), AutoTokenizer.from_pretrained(str(ASSET_DIR))
+    S.evaluate_full(ctx, IterationLog())
+    end = S.evaluate_full(ctx, IterationLog())
+    assert ctx.state.eval_end == ctx.state.eval_start and end["verdict/pass@4_diff"] == 0.0
+    assert policy.training     # the learner's own module was not switched to eval mode
+    # ... and the counts are the HF engine's at the verdict's seed: the same as sampling the
+    # start checkpoint directly
+    engine, problems = toy
+    sp = replace(S.student_sampling(ctx), seed=S.verdict_seed(ctx.config.seed))
+    direct = {r.problem.id: [r.n, r.c] for r in solve(engine, executor, problems, 4, sp)}
+    assert direct == ctx.state.eval_start
+
+
+def test_the_printed_verdict_is_on_the_configured_ks():
+    from selfplay_core.loop.driver import verdict_lines
+    from selfplay_core.state import RunState
+
+    st = RunState(eval_start={"a": [16, 2], "b": [16, 0]}, eval_end={"a": [16, 4], "b": [16, 1]})
+    lines = verdict_lines(st, (1, 8))
+    assert [line.split()[1] for line in lines] == ["pass@1", "pass@8"]
+    assert [line.split()[1] for line in verdict_lines(st)] == ["pass@1", "pass@16"]

@@ -37,3 +37,9 @@ class Completion:
 class Engine(Protocol):
     def generate(self, prompts: list[str], n: int, sampling: SamplingParams) -> list[list[Completion]]:
         ...
+
+
+def takes_seeds(engine) -> bool:
+    """Whether `SamplingParams.seed` makes the engine's draws reproducible (an engine says so
+    with a `takes_seeds` attribute; one that does not say is assumed to)."""
+    return bool(getattr(engine, "takes_seeds", True))

@@ -23,6 +23,8 @@ __all__ = ["EngineError", "HFEngine", "InvalidRequest"]
 
 
 class HFEngine:
+    takes_seeds = True   # per-call torch generators: the same seed draws the same samples
+
     def __init__(self, model, tokenizer=None, *, device: str | None = None, dtype=None,
                  batch_size: int = 64, threads: int | None = None, max_length: int | None = None):
         """`model`: a path to a `save_pretrained` folder or a loaded causal LM; `tokenizer`

@@ -216,6 +216,11 @@ class VLLMEngine:
                          "them); sampling is not reproducible across runs", sorted(map(str, devices)))
         return self._seed_mode
 
+    @property
+    def takes_seeds(self) -> bool:
+        """Seeded draws are reproducible only with per-prompt seeds (not on vLLM's CPU build)."""
+        return self.seed_mode == "per_prompt"
+
     def logprobs_mode(self) -> str:
         """"processed_logprobs" or "raw_logprobs" (per the first server that says; every server is
         checked): from /server_info, else measured — the same prompt's first-token logprobs at

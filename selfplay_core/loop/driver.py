@@ -234,14 +234,14 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
     page = run_dir / "lineage.html"
     return RunSummary(tracker.run_id, str(run_dir), uri, str(heatmap) if heatmap.exists() else None,
                       _abs_checkpoint(run_dir, state.last_checkpoint), state.history,
-                      verdict=verdict_lines(state), lineage=str(page) if page.exists() else None)
+                      verdict=verdict_lines(state, cfg.eval.ks), lineage=str(page) if page.exists() else None)
 
 
-def verdict_lines(state: RunState) -> list[str]:
+def verdict_lines(state: RunState, ks=None) -> list[str]:
     """The paired verdicts of the end against the start, from the saved counts."""
     if not (state.eval_start and state.eval_end):
         return []
-    return [v.line() for v in S.verdicts(state.eval_start, state.eval_end)]
+    return [v.line() for v in S.verdicts(state.eval_start, state.eval_end, ks)]
 
 
 def _flush(store) -> None:
