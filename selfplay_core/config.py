@@ -242,11 +242,11 @@ class EvalConfig(_Frozen):
     # paired verdict of the end against the start (evaluation/verdict.py).
     verdict: bool = True
     # Samples per held-out task in the verdict's two evaluations (at least eval.n; None: eval.n,
-    # e.g. for a quick test run). Both draw
-    # with one seed fixed per run (common random numbers where the engine takes seeds: the HF
-    # engine, CUDA vLLM), so sampling noise largely cancels in the paired difference. On the
-    # toy default (12 iterations, 300 problems) the pass@8 difference's s.e. was ~0.028 at
-    # n = 8 with a fresh seed each time and ~0.018 at n = 16 with the common seed (issue 17).
+    # e.g. for a quick test run). Both draw with one seed fixed per run — common random numbers,
+    # so sampling noise largely cancels in the paired difference; an engine that takes no seeds
+    # (vLLM's CPU build) leaves the verdict to an HF copy of the learner's weights. On the toy
+    # default (12 iterations, 300 problems) the pass@8 difference's s.e. was ~0.028 at n = 8
+    # with a fresh seed each time and ~0.018 at n = 16 with the common seed (issue 17).
     verdict_n: int | None = Field(16, ge=1)
 
     @model_validator(mode="after")
