@@ -70,7 +70,15 @@ def make_up(tmp: Path, args: str, log: Path) -> subprocess.Popen:
         return subprocess.Popen(
             [shutil.which("make"), "-C", str(REPO), "-o", f"{VENV}/.selfplay-installed", f"VENV={VENV}",
              f"UP_PID={tmp}/serve.pid", f"UP_ARGS={args}", "up"],
-            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    # An ignored signal stays ignored across exec, so a suite started as a background job
+    # (nohup, `cmd &` in a script) would hand make an ignored SIGINT and the Ctrl-C tests would
+    # wait for nothing; a handler does not survive exec, so only SIG_IGN needs undoing.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(log: Path, text: str, proc: subprocess.Popen, timeout: float) -> str:
