@@ -48,8 +48,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from selfplay_core.evaluation.verdict import compare
     from selfplay_core.sandbox import Executor, SandboxConfig
+    from selfplay_core.stages import verdicts
     from selfplay_core.study.final_eval import evaluate_checkpoint
     from selfplay_core.study.protocol import FinalEval
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
@@ -70,8 +70,7 @@ def main(argv=None) -> int:
     print(f"| run | pass@1 start -> end | pass@8 start -> end (diff ± s.e.) | verdict on pass@8 |")
     print("|---|---|---|---|")
     for name in ends:
-        v1 = compare(counts["start"], counts[name], 1)
-        v8 = compare(counts["start"], counts[name], 8)
+        v1, v8 = verdicts(counts["start"], counts[name], (1, 8))
         print(f"| {name} | {v1.start:.3f} -> {v1.end:.3f} | {v8.start:.3f} -> {v8.end:.3f} "
               f"({v8.diff:+.3f} ± {v8.se:.3f}) | {v8.word} |")
     if args.json:

@@ -530,7 +530,7 @@ def verdict_engine(ctx):
     """The run's engine where a seed makes its draws reproducible; otherwise (vLLM's CPU build)
     an HF engine over a copy of the learner's current weights, so that the start and the end are
     still drawn with common random numbers."""
-    if takes_seeds(ctx.engine) or getattr(ctx, "learner", None) is None:
+    if takes_seeds(ctx.engine) or ctx.learner is None:
         return ctx.engine
     import copy
 

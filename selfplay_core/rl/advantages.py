@@ -66,13 +66,12 @@ def prompt_baseline_trr(rewards: Sequence[float], task_kinds: Sequence[str], rol
     n = len(rewards)
     if not (len(task_kinds) == len(roles) == len(prompt_groups) == len(centre) == n):
         raise ValueError("rewards, kinds, roles, prompt groups and centre flags differ in length")
-    vals = [float(r) for r in rewards]
     marked = [i for i in range(n) if centre[i]]
-    for members in _groups([(roles[i], prompt_groups[i]) for i in marked]).values():
-        idx = [marked[j] for j in members]
-        mean = sum(vals[i] for i in idx) / len(idx)
-        for i in idx:
-            vals[i] -= mean
+    centred = _normalize([rewards[i] for i in marked], [(roles[i], prompt_groups[i]) for i in marked],
+                         scale=False, eps=0.0)
+    vals = [float(r) for r in rewards]
+    for i, c in zip(marked, centred):
+        vals[i] = c
     return _normalize(vals, list(zip(task_kinds, roles)), scale=True, eps=eps)
 
 
