@@ -12,6 +12,9 @@ def register(sub) -> None:
     p.add_argument("--examples", type=int, default=None, help="corpus size (default 40000)")
     p.add_argument("--epochs", type=float, default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
+    p.add_argument("--teacher-steps", type=int, default=None,
+                   help="steps of the teacher phase after the main corpus (default 0: none; 2000 "
+                   "made the teacher's variants faithful, see the README)")
     p.add_argument("--out", default=None, help="write the model here instead of the cache")
     p.add_argument("--force", action="store_true", help="retrain even when cached")
     p.add_argument("--goalposts", action="store_true",
@@ -29,14 +32,18 @@ def _config(args):
     from selfplay_core.toyworld.bootstrap import BootstrapConfig
 
     overrides = {"seed": args.seed}
-    for key, value in (("n_examples", args.examples), ("epochs", args.epochs), ("threads", args.threads)):
+    for key, value in (("n_examples", args.examples), ("epochs", args.epochs), ("threads", args.threads),
+                       ("teacher_steps", args.teacher_steps)):
         if value is not None:
             overrides[key] = value
     try:
         return BootstrapConfig(**overrides)
     except ValidationError as e:
         err = e.errors()[0]
-        raise CLIError(f"--{err['loc'][0]}: {err['msg']}") from None
+        if not err["loc"]:   # a rule across fields
+            raise CLIError(err["msg"]) from None
+        flag = {"n_examples": "examples"}.get(err["loc"][0], str(err["loc"][0])).replace("_", "-")
+        raise CLIError(f"--{flag}: {err['msg']}") from None
 
 
 def run(args) -> int:

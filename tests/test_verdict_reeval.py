@@ -3,20 +3,14 @@ checkpoint is the start checkpoint itself scores exactly the same (one seed for 
 verdict is a zero difference; a folder with no checkpoint is one clear error before sampling."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "verdict_reeval.py"
+from tests.support.scripts import run_benchmark
 
 
 def _run(*args):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
-                          text=True, env=env, timeout=600)
+    return run_benchmark("verdict_reeval.py", *args, timeout=600)
 
 
 def test_an_unchanged_checkpoint_has_a_zero_paired_difference(tmp_path):

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from selfplay_core.toyworld.corpus import CorpusSettings, build_corpus
+from selfplay_core.toyworld.corpus import CorpusSettings, build_corpus, teacher_phase_settings
 from selfplay_core.toyworld.model import ModelSettings, build_model, n_parameters
 from selfplay_core.toyworld.pretrain import TrainSettings, pretrain
 from selfplay_core.toyworld.splits import VERSION, build_world
@@ -55,6 +55,14 @@ class BootstrapConfig(BaseModel):
     batch_size: int = Field(default=32, ge=1)
     lr: float = Field(default=2e-3, gt=0)
     threads: int = Field(default=1, ge=1, description="torch threads (1 is steadiest on a busy box)")
+    # The teacher phase (issue 17): after the main corpus, `teacher_steps` more steps on a fresh
+    # corpus (seed + 1) with `teacher_share` of variant pairs. One epoch of the main corpus leaves
+    # the teacher writing new random tasks instead of its source with one edit (faithful 12-22 %,
+    # true variants 0 %); 2000 such steps from the v2 weights reached 72-87 % faithful and
+    # 22-65 % true one-step variants at T = 0.4 (benchmarks/teacher_bootstrap.py). 0: no phase.
+    teacher_steps: int = Field(default=0, ge=0)
+    teacher_share: float = Field(default=0.6, gt=0, lt=1)
+    teacher_lr: float = Field(default=1e-3, gt=0)
 
     def corpus_settings(self) -> CorpusSettings:
         return CorpusSettings(n_examples=self.n_examples, bug_rate=self.bug_rate,
@@ -69,8 +77,29 @@ class BootstrapConfig(BaseModel):
         return TrainSettings(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
                              threads=self.threads)
 
+    @model_validator(mode="after")
+    def _shares_fit(self):
+        if self.teacher_share + self.guide_share > 1:
+            raise ValueError(f"teacher_share {self.teacher_share} + guide_share {self.guide_share} "
+                             "exceed 1: the teacher phase needs a share >= 0 left for student examples")
+        return self
+
+    def teacher_phase_corpus(self) -> CorpusSettings:
+        return teacher_phase_settings(self.teacher_share, self.guide_share,
+                                      self.teacher_steps * self.batch_size)
+
+    def teacher_phase_train(self) -> TrainSettings:
+        return TrainSettings(epochs=1.0, batch_size=self.batch_size, lr=self.teacher_lr,
+                             threads=self.threads)
+
     def key(self) -> str:
-        blob = json.dumps({"version": VERSION, **self.model_dump()}, sort_keys=True)
+        fields = self.model_dump()
+        if not self.teacher_steps:
+            # Without a teacher phase its settings change nothing: keys of configs from before
+            # the phase existed (the committed checkpoint's) stay what they were.
+            for name in ("teacher_steps", "teacher_share", "teacher_lr"):
+                fields.pop(name)
+        blob = json.dumps({"version": VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -129,9 +158,24 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
                 bar.set_postfix(loss=f"{loss:.3f}")
     losses = pretrain(model, ids, config.train_settings(), config.seed, tokenizer.pad_token_id,
                       progress=progress or None)
+    times["train_s"] = time.time() - t2
+    phase = None
+    if config.teacher_steps:
+        t3 = time.time()
+        phase_texts = build_corpus(config.teacher_phase_corpus(), config.seed + 1, world.exclusion())
+        phase_ids = tokenizer(phase_texts, add_special_tokens=False)["input_ids"]
+        if bar is not None:
+            bar.reset()
+            bar.set_description("teacher phase")
+        phase_losses = pretrain(model, phase_ids, config.teacher_phase_train(), config.seed + 1,
+                                tokenizer.pad_token_id, progress=progress or None)
+        times["teacher_phase_s"] = time.time() - t3
+        phase = {"examples": len(phase_texts), "tokens": sum(len(i) for i in phase_ids),
+                 "sha256": hashlib.sha256("\x00".join(phase_texts).encode()).hexdigest()[:16],
+                 "steps": len(phase_losses),
+                 "final_loss": sum(phase_losses[-20:]) / max(1, len(phase_losses[-20:]))}
     if bar is not None:
         bar.close()
-    times["train_s"] = time.time() - t2
     times["total_s"] = time.time() - t0
 
     corpus_hash = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
@@ -145,6 +189,8 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
         "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])), "steps": len(losses),
         "times": {k: round(v, 1) for k, v in times.items()},
     }
+    if phase:
+        meta["teacher_phase"] = phase
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     try:

@@ -238,3 +238,17 @@ def build_corpus(settings: CorpusSettings, seed: int, exclusion: Exclusion | Non
         else:
             texts.append(student_example(_draw_task(rng, kind, exclusion), rng, settings.bug_rate))
     return texts
+
+
+def teacher_phase_settings(teacher_share: float, guide_share: float, n_examples: int) -> CorpusSettings:
+    """The corpus of the bootstrap's teacher phase: `teacher_share` of variant pairs, the Guide's
+    share, and the rest student examples in the main corpus's proportions of depths (so the
+    student and the Guide are not forgotten while the teacher learns to copy with an edit)."""
+    student = 1.0 - teacher_share - guide_share
+    if student < 0 or teacher_share <= 0:
+        raise ValueError("the teacher and Guide shares must leave a share >= 0 for student "
+                         "examples, and the teacher share must be > 0")
+    base = CorpusSettings().student_depth_shares
+    total = sum(w for _, w in base)
+    return CorpusSettings(n_examples=n_examples, guide_share=guide_share,
+                          student_depth_shares=tuple((d, w * student / total) for d, w in base))

@@ -66,6 +66,7 @@ def test_cli_bootstrap_without_prefect(tmp_path, capsys):
     assert rc == 0 and capsys.readouterr().out.strip() == str(out)
     assert (out / "config.json").is_file() and (out / "bootstrap.json").is_file()
     assert main(["bootstrap", "--no-prefect", "--examples", "5"]) == 2
+    assert main(["bootstrap", "--no-prefect", "--teacher-steps", "-1"]) == 2
 
 
 @pytest.mark.slow
@@ -75,3 +76,44 @@ def test_prefect_flow_runs_the_bootstrap(tmp_path):
     out = tmp_path / "flow-model"
     path = flow(config=BootstrapConfig(**MICRO), out_dir=str(out))
     assert path == str(out) and (out / "bootstrap.json").is_file()
+
+
+def test_teacher_phase_corpus_gives_the_rest_to_students_in_the_main_corpus_proportions():
+    from selfplay_core.toyworld.corpus import teacher_phase_settings
+
+    s = teacher_phase_settings(0.6, 0.1, 100)
+    shares = dict(s.student_depth_shares)
+    assert sum(shares.values()) == pytest.approx(0.3)
+    assert shares[1] == pytest.approx(0.3 * 0.545 / 0.64)     # 0.545 : 0.08 : 0.015, scaled
+    assert shares[2] / shares[3] == pytest.approx(0.08 / 0.015)
+    assert s.guide_share == 0.1 and s.n_examples == 100
+    with pytest.raises(ValueError, match="must leave a share"):
+        teacher_phase_settings(0.95, 0.1, 100)
+
+
+def test_teacher_phase_settings_enter_the_key_only_when_the_phase_runs():
+    from pydantic import ValidationError
+
+    off = BootstrapConfig()
+    assert off.key() == BootstrapConfig(teacher_share=0.3, teacher_lr=5e-4).key()
+    on = BootstrapConfig(teacher_steps=2000)
+    assert on.key() != off.key() != BootstrapConfig(teacher_steps=2000, teacher_share=0.3).key()
+    with pytest.raises(ValidationError, match="exceed 1"):
+        BootstrapConfig(teacher_share=0.95, guide_share=0.1)
+
+
+def test_teacher_phase_trains_on_more_steps_and_is_deterministic(tmp_path, micro_model_dir):
+    from safetensors.torch import load_file
+
+    cfg = BootstrapConfig(**MICRO, teacher_steps=6)
+    paths = [bootstrap_toy_model(cfg, out_dir=tmp_path / name, progress=False, log=lambda m: None)
+             for name in ("a", "b")]
+    meta = json.loads((paths[0] / "bootstrap.json").read_text())
+    plain = json.loads((micro_model_dir / "bootstrap.json").read_text())
+    phase = meta["teacher_phase"]
+    assert phase["steps"] == 6 and phase["examples"] == 6 * MICRO["batch_size"]
+    assert meta["steps"] == plain["steps"] and meta["corpus"] == plain["corpus"]
+    assert "teacher_phase" not in plain and meta["config"]["teacher_steps"] == 6
+    a, b, c = (load_file(p / "model.safetensors") for p in (*paths, micro_model_dir))
+    assert all(torch.equal(a[k], b[k]) for k in a)           # deterministic
+    assert any(not torch.equal(a[k], c[k]) for k in a)       # the phase moved the weights

@@ -1,0 +1,154 @@
+"""Teacher bootstrap experiment (issue 17, acceptance 3): does more training on teacher variant
+pairs make the tiny model's teacher faithful?
+
+Continues training a toy checkpoint (default: the committed one) exactly as the bootstrap's
+teacher phase does (`BootstrapConfig.teacher_steps`; corpus seed = the bootstrap seed + 1): a
+fresh corpus from the same generator with a larger share of teacher pairs (the student and Guide
+examples stay in the mix so those roles are not forgotten), and every `--every` steps measures at the loop's teacher
+temperature, on held-out sources, the share of proposals that are faithful and true one-step
+variants (lemma d3->2, lemma d4->3, lift d2->3; `toyworld.role_quality`), plus the student's
+held-out pass@1 / pass@8. The toy oracle only measures here; nothing of it enters training.
+Prints one table row per check and saves the last weights as a checkpoint folder a run can start
+from (`--set model.path=DIR`). Run by hand; numbers are quoted in notes, not asserted:
+
+    PYTHONPATH=. python benchmarks/teacher_bootstrap.py --steps 1500 --every 500 --out /tmp/tb
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DEFAULT_START = Path(__file__).resolve().parents[1] / "selfplay_core" / "toyworld" / "assets" / "tiny-s0"
+
+
+def corpus_settings(teacher_share: float, guide_share: float, n_examples: int):
+    from selfplay_core.toyworld.corpus import teacher_phase_settings
+
+    try:
+        return teacher_phase_settings(teacher_share, guide_share, n_examples)
+    except ValueError as e:
+        raise SystemExit(f"error: --teacher-share / --guide-share: {e}") from None
+
+
+def measure(model, tokenizer, ex, world, args) -> dict:
+    """Teacher fidelity by kind of prompt and student pass@k on held-out tasks."""
+    from selfplay_core.engines.base import SamplingParams
+    from selfplay_core.engines.hf import HFEngine
+    from selfplay_core.solve import solve
+    from selfplay_core.toyworld.diagnostics import pass_by_depth
+    from selfplay_core.toyworld.metrics import mean_pass_at_k
+    from selfplay_core.toyworld.role_quality import teacher_quality
+
+    model.eval()
+    engine = HFEngine(model, tokenizer, batch_size=64)
+    rng = random.Random("teacher-bootstrap:sources")
+    d3 = [p for p in world.goalpost_pool.tasks if p.depth == 3]
+    d4 = [p for p in world.goalpost_pool.tasks if p.depth == 4]
+    d2 = [t for t in world.eval.tasks if t.depth == 2]
+    n = args.prompts
+    row: dict = {}
+    for kind, sources, direction in (("lemma d3->2", rng.sample(d3, min(n, len(d3))), "easier"),
+                                     ("lemma d4->3", rng.sample(d4, min(n, len(d4))), "easier"),
+                                     ("lift d2->3", rng.sample(d2, min(n, len(d2))), "harder")):
+        q, _ = teacher_quality(engine, ex, sources, direction, kind, args.teacher_temperature, seed=5)
+        row[kind] = q.shares()
+    problems = list(world.eval.problems)[:args.heldout]
+    res = solve(engine, ex, problems, 8, SamplingParams(temperature=1.0, max_new_tokens=96, seed=11))
+    row["heldout"] = {k: mean_pass_at_k([(r.n, r.c) for r in res if r.n], k) for k in (1, 8)}
+    row["by_depth"] = pass_by_depth(res)
+    model.train()
+    return row
+
+
+def line(step: int, loss: float, row: dict) -> str:
+    kinds = ("lemma d3->2", "lemma d4->3", "lift d2->3")
+    f = " | ".join(f"{row[k]['faithful']:.0%} / {row[k]['true_variant']:.0%}" for k in kinds)
+    h = row["heldout"]
+    return f"| {step} | {loss:.3f} | {f} | {h[1]:.3f} / {h[8]:.3f} |"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--start", type=Path, default=None, help="checkpoint to continue (default: the committed toy model)")
+    ap.add_argument("--out", type=Path, required=True, help="folder for the trained checkpoint and results.json")
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--every", type=int, default=500, help="measure every this many steps")
+    ap.add_argument("--teacher-share", type=float, default=0.6)
+    ap.add_argument("--guide-share", type=float, default=0.09)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=1, help="corpus seed (the bootstrap used 0)")
+    ap.add_argument("--prompts", type=int, default=60, help="teacher prompts per kind at each check")
+    ap.add_argument("--heldout", type=int, default=150,
+                    help="the first N held-out tasks (x 8 samples) at each check; the split is "
+                    "ordered by depth (80 of depth 1, 100 of depth 2, 60 of 3, 60 of 4; 300 = all)")
+    ap.add_argument("--teacher-temperature", type=float, default=0.4)
+    args = ap.parse_args(argv)
+    if args.steps < 1 or args.every < 1:
+        raise SystemExit("error: --steps and --every must be >= 1")
+    settings = corpus_settings(args.teacher_share, args.guide_share, args.steps * args.batch_size)
+    start = args.start or DEFAULT_START
+    if not (Path(start) / "config.json").is_file() or not (Path(start) / "bootstrap.json").is_file():
+        raise SystemExit(f"error: --start {start} is not a toy checkpoint folder (config.json and "
+                         "bootstrap.json): give a folder `selfplay bootstrap` or this script wrote")
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfplay_core.sandbox import Executor, SandboxConfig
+    from selfplay_core.toyworld.corpus import build_corpus
+    from selfplay_core.toyworld.pretrain import TrainSettings, pretrain
+    from selfplay_core.toyworld.splits import build_world
+
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(start)
+    world = build_world(0)
+    t0 = time.time()
+    texts = build_corpus(settings, args.seed, world.exclusion())
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    long = sum(len(i) > 384 for i in ids)
+    print(f"corpus: {len(texts)} examples, teacher share {args.teacher_share}, "
+          f"{long} over 384 tokens (cut), {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    print("| step | train loss (last 20) | lemma d3->2 faithful / true | lemma d4->3 | lift d2->3 | held-out pass@1 / pass@8 |")
+    print("|---|---|---|---|---|---|")
+    with Executor(SandboxConfig(workers=2)) as ex:
+        first = measure(model, tokenizer, ex, world, args)
+        rows.append({"step": 0, **first})
+        print(line(0, float("nan"), first), flush=True)
+        losses: list[float] = []
+
+        def progress(step, total, loss):
+            losses.append(loss)
+            if step % args.every == 0 or step == total:
+                r = measure(model, tokenizer, ex, world, args)
+                recent = sum(losses[-20:]) / len(losses[-20:])
+                rows.append({"step": step, "loss": recent, "seconds": round(time.time() - t0), **r})
+                print(line(step, recent, r), flush=True)
+                (args.out / "results.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
+
+        train = TrainSettings(epochs=1.0, batch_size=args.batch_size, lr=args.lr)
+        pretrain(model, ids, train, args.seed, tokenizer.pad_token_id, progress=progress)
+    model.save_pretrained(args.out / "model")
+    tokenizer.save_pretrained(args.out / "model")
+    meta = json.loads((Path(start) / "bootstrap.json").read_text())
+    meta["continued"] = {**{k: v for k, v in vars(args).items() if k not in ("out", "start")},
+                         "from": str(start), "steps_done": rows[-1]["step"]}
+    (args.out / "model" / "bootstrap.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    print(f"saved {args.out / 'model'} ({time.time() - t0:.0f} s in all)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+"""Run a script of benchmarks/ the way its docstring tells a user: a fresh interpreter with the
+repository on PYTHONPATH, output captured."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_benchmark(name: str, *args, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=timeout)

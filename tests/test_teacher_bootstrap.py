@@ -1,0 +1,47 @@
+"""benchmarks/teacher_bootstrap.py: a short continuation end to end on the committed toy
+checkpoint (a row per check, a checkpoint a run can load whose weights moved), and bad input as
+one clear error before any training."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.scripts import run_benchmark
+
+
+def _run(*args):
+    return run_benchmark("teacher_bootstrap.py", *args, timeout=900)
+
+
+def test_a_short_continuation_measures_each_check_and_saves_a_moved_checkpoint(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    r = _run("--out", tmp_path, "--steps", 6, "--every", 3, "--prompts", 3, "--heldout", 4,
+             "--batch-size", 4)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert [row["step"] for row in rows] == [0, 3, 6]
+    for row in rows:
+        assert row["lemma d3->2"]["prompts"] == 3 and 0 <= row["heldout"]["1"] <= 1
+    table = [l for l in r.stdout.splitlines() if l.startswith("| ") and l[2].isdigit()]
+    assert [l.split(" | ")[0] for l in table] == ["| 0", "| 3", "| 6"]
+    saved, start = tmp_path / "model", Path(ASSET_DIR)
+    meta = json.loads((saved / "bootstrap.json").read_text())
+    assert meta["continued"]["steps_done"] == 6 and meta["continued"]["from"] == str(start)
+    a, b = load_file(saved / "model.safetensors"), load_file(start / "model.safetensors")
+    assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--start", "NOPE"), "is not a toy checkpoint folder"),
+    (("--teacher-share", "0.95", "--guide-share", "0.1"), "must leave a share >= 0"),
+    (("--steps", "0"), "must be >= 1"),
+])
+def test_bad_input_is_one_clear_error(tmp_path, args, words):
+    r = _run("--out", tmp_path / "o", *args)
+    assert r.returncode != 0 and words in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()
