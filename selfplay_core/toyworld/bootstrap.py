@@ -79,7 +79,7 @@ class BootstrapConfig(BaseModel):
 
     @model_validator(mode="after")
     def _shares_fit(self):
-        if self.teacher_share + self.guide_share > 1:
+        if self.teacher_steps and self.teacher_share + self.guide_share > 1:
             raise ValueError(f"teacher_share {self.teacher_share} + guide_share {self.guide_share} "
                              "exceed 1: the teacher phase needs a share >= 0 left for student examples")
         return self

@@ -99,7 +99,8 @@ def test_teacher_phase_settings_enter_the_key_only_when_the_phase_runs():
     on = BootstrapConfig(teacher_steps=2000)
     assert on.key() != off.key() != BootstrapConfig(teacher_steps=2000, teacher_share=0.3).key()
     with pytest.raises(ValidationError, match="exceed 1"):
-        BootstrapConfig(teacher_share=0.95, guide_share=0.1)
+        BootstrapConfig(teacher_steps=10, teacher_share=0.95, guide_share=0.1)
+    BootstrapConfig(guide_share=0.45)   # without the phase its share is not checked
 
 
 def test_teacher_phase_trains_on_more_steps_and_is_deterministic(tmp_path, micro_model_dir):
