@@ -79,9 +79,8 @@ class BootstrapConfig(BaseModel):
 
     @model_validator(mode="after")
     def _shares_fit(self):
-        if self.teacher_steps and self.teacher_share + self.guide_share > 1:
-            raise ValueError(f"teacher_share {self.teacher_share} + guide_share {self.guide_share} "
-                             "exceed 1: the teacher phase needs a share >= 0 left for student examples")
+        if self.teacher_steps:
+            self.teacher_phase_corpus()   # one rule for the shares: the phase corpus's own
         return self
 
     def teacher_phase_corpus(self) -> CorpusSettings:
@@ -113,6 +112,15 @@ def cached_model_dir(config: BootstrapConfig) -> Path:
 
 def is_complete(path: Path) -> bool:
     return (Path(path) / "bootstrap.json").is_file()
+
+
+def _corpus_hash(texts: list[str]) -> str:
+    return hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
+
+
+def _final_loss(losses: list[float]) -> float:
+    """The mean of the last 20 steps' losses (one step's loss is noisy)."""
+    return sum(losses[-20:]) / max(1, len(losses[-20:]))
 
 
 def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str | Path | None = None,
@@ -171,22 +179,20 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
                                 tokenizer.pad_token_id, progress=progress or None)
         times["teacher_phase_s"] = time.time() - t3
         phase = {"examples": len(phase_texts), "tokens": sum(len(i) for i in phase_ids),
-                 "sha256": hashlib.sha256("\x00".join(phase_texts).encode()).hexdigest()[:16],
-                 "steps": len(phase_losses),
-                 "final_loss": sum(phase_losses[-20:]) / max(1, len(phase_losses[-20:]))}
+                 "sha256": _corpus_hash(phase_texts), "steps": len(phase_losses),
+                 "final_loss": _final_loss(phase_losses)}
     if bar is not None:
         bar.close()
     times["total_s"] = time.time() - t0
 
-    corpus_hash = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
     meta = {
         "version": VERSION, "config": config.model_dump(), "config_key": config.key(),
         "parameters": n_parameters(model), "vocab_size": len(tokenizer),
         "corpus": {"examples": len(texts), "tokens": sum(len(i) for i in ids),
-                   "sha256": corpus_hash},
+                   "sha256": _corpus_hash(texts)},
         "splits": {n: {"version": s.version, "hash": s.content_hash, "size": len(s)}
                    for n, s in world.splits().items()},
-        "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])), "steps": len(losses),
+        "final_loss": _final_loss(losses), "steps": len(losses),
         "times": {k: round(v, 1) for k, v in times.items()},
     }
     if phase:

@@ -246,8 +246,8 @@ def teacher_phase_settings(teacher_share: float, guide_share: float, n_examples:
     student and the Guide are not forgotten while the teacher learns to copy with an edit)."""
     student = 1.0 - teacher_share - guide_share
     if student < 0 or teacher_share <= 0:
-        raise ValueError("the teacher and Guide shares must leave a share >= 0 for student "
-                         "examples, and the teacher share must be > 0")
+        raise ValueError(f"teacher_share {teacher_share} + guide_share {guide_share} must leave a "
+                         "share >= 0 for student examples, and the teacher share must be > 0")
     base = CorpusSettings().student_depth_shares
     total = sum(w for _, w in base)
     return CorpusSettings(n_examples=n_examples, guide_share=guide_share,
