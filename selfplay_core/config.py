@@ -182,6 +182,11 @@ class TeacherConfig(_Frozen):
     # of the learning study: those tokens are an edit of the program in its prompt, written in
     # the student's own format, so rewarding them also moves the student).
     train_solution: bool = True
+    # False: the teacher's proposals make no rollouts, so only the student's samples update the
+    # shared weights; the teacher is still scored (rewards logged) and its proposals still pose
+    # the student's tasks. A lever of the learning study: does the teacher's own policy gradient
+    # cost the student? (The oracle curriculum, which has no teacher rollouts, is the contrast.)
+    train: bool = True
 
     @model_validator(mode="after")
     def _check(self):

@@ -377,10 +377,11 @@ def solution_mask(tokenizer, token_ids: Sequence[int], header: str = "### Soluti
 
 
 def rollouts(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]]) -> list[Rollout]:
-    """Every proposal's completion (role teacher, its reward) and the student's samples (role
-    student, 1 if passed), the student's capped at student.batch_size in whole groups."""
+    """Every proposal's completion (role teacher, its reward; none with teacher.train false)
+    and the student's samples (role student, 1 if passed), the student's capped at
+    student.batch_size in whole groups."""
     rolls: list[Rollout] = []
-    for p in teacher:
+    for p in teacher if ctx.config.teacher.train else ():
         if p.reward is None:  # not judged (harness error): no rollout
             continue
         r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id, p.temperature)

@@ -57,3 +57,24 @@ def test_the_student_cap_keeps_whole_groups_of_any_size():
     assert sorted(by_task.values()) == [10, 10]      # two whole groups fit in 24, never a part
     # under the cap, everything stays, in order
     assert len(S.rollouts(c, [], [task(0, 10), task(1, 10)])) == 20
+
+
+def test_teacher_train_false_leaves_only_the_students_rollouts():
+    """teacher.train=false: the proposals still pose the student's tasks and keep their rewards,
+    but make no rollout — the update is the one the student's samples alone would give."""
+    def proposal(i, reward):
+        p = Proposal("lemma", Anchor("g", "q", "c"), "f", "easier", "",
+                     Completion("x", [3, 4], [-0.1, -0.2], "stop", [1, 2]), id=f"p{i}")
+        p.reward = reward
+        return p
+
+    comps = [Completion("y", [5], [-0.3], "stop", [6]) for _ in range(8)]
+    task = ("lemma", SolveResult(Problem("t0", "call", [], entry_point="f"), comps,
+                                 [j < 3 for j in range(8)]))
+    teacher = [proposal(0, 0.5), proposal(1, -0.5), proposal(2, None)]
+    trained = S.rollouts(RunContext(load_config(None, [])), teacher, [task])
+    assert [r.meta["group"] for r in trained if r.role == "teacher"] == ["p0", "p1"]
+    off = S.rollouts(RunContext(load_config(None, ["teacher.train=false"])), teacher, [task])
+    assert all(r.role == "student" for r in off) and len(off) == 8
+    assert [r.meta["reward"] for r in off] == [1.0] * 3 + [0.0] * 5
+    assert [p.reward for p in teacher] == [0.5, -0.5, None]   # scored all the same

@@ -114,6 +114,18 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     Arm(name="gasp-role-norm", label="GASP, per-role loss, teacher weight 0.3", config="tiny-cpu.yaml",
         overrides=("learner.loss_agg=role_token_mean", "learner.role_weights={teacher: 0.3}"),
         kind="ablation"),
+    # Added after the teacher-phase study (2 Dec 2026): where does GASP lose against the oracle
+    # curriculum? Take away the teacher's update (then the student's batch, then also its band).
+    Arm(name="gasp-no-teacher-update", label="GASP, no teacher update (student rollouts only)",
+        config="tiny-cpu.yaml", overrides=("teacher.train=false",), kind="ablation",
+        note="the real teacher proposes and is scored, but only the student's samples update "
+             "the weights, as in the oracle curriculum"),
+    Arm(name="gasp-no-teacher-update-band", label="GASP, no teacher update, student band [0.1, 0.7]",
+        config="tiny-cpu.yaml", overrides=("teacher.train=false", "student.train_band=[0.1, 0.7]"),
+        kind="ablation",
+        note="as gasp-no-teacher-update, and the student trains only on proposals it solves "
+             "10-70 % of the time (the oracle curriculum keeps lemmas in [0.3, 0.7], lifts in "
+             "[0.1, 0.5]): it then differs from the oracle curriculum in its proposals alone"),
     # Issue 12 (added after the issue-17 protocol was written): SGS, and GASP with SGS's Guide.
     Arm(name="sgs", label="SGS (Guide, REINFORCE½)", config="sgs-tiny-cpu.yaml",
         note="Conjecturer on unsolved targets (the goalposts), frozen Guide, R_solve x R_guide, "
