@@ -58,6 +58,9 @@ class RunContext:
     # GuideScores, or None where it cannot judge. A diagnostic, never a reward.
     guide_oracle_fn: Callable | None = None
     truth_fn: Callable | None = None             # toy-world oracle: the outputs a question denotes
+    # Toy-world oracle: (parent question, question, direction) -> one step from the parent in
+    # that direction, or None where the parent is no toy task. A diagnostic, never a reward.
+    variant_fn: Callable | None = None
     decontaminator: Any = None                   # real-data worlds: n-gram index of the eval statements
     buffers: TaskBuffer | None = None            # None: the state's buffer
     contamination: TaskBuffer | None = None      # None: built from eval_problems

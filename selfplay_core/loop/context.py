@@ -165,6 +165,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
                       eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
                       goalposts=goalposts, fidelity_fn=world.fidelity_fn,
                       guide_oracle_fn=world.guide_oracle_fn, truth_fn=world.truth_fn,
+                      variant_fn=world.variant_fn,
                       decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
 
 

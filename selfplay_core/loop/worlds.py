@@ -12,6 +12,9 @@ A world gives the loop four things and says exactly what they were:
   (the toy world has one; real data does not);
 * `guide_oracle_fn` (optional) — an oracle of the Guide's judgments of a proposal for a target
   (the toy world's `guide_oracle.oracle_judgment`), for the Guide-accuracy diagnostic;
+* `variant_fn` (optional) — an oracle saying whether a question is a true one-step variant of
+  its parent's question in a direction (`toyworld.relevance.question_variant`), for the
+  `teacher/<kind>/true_variant` diagnostic;
 * `truth_fn` (optional) — an oracle giving the outputs a question's text denotes, for tasks
   proposed without a program (R-Zero's pseudo-label accuracy; the toy world has one);
 * `decontaminator` (optional) — an n-gram index of the evaluation statements; a proposal that
@@ -49,6 +52,7 @@ from selfplay_core.toyworld.frontier import FrontierSettings, mine_frontier
 from selfplay_core.problems import InputError, Problem
 from selfplay_core.toyworld.bootstrap import cache_root as toy_cache_root
 from selfplay_core.toyworld.fidelity import proposal_fidelity, true_outputs
+from selfplay_core.toyworld.relevance import question_variant
 from selfplay_core.toyworld.guide_oracle import oracle_judgment
 from selfplay_core.toyworld.splits import build_world as build_toy_world
 
@@ -78,6 +82,7 @@ class World:
     fidelity_fn: Callable | None = None
     guide_oracle_fn: Callable | None = None
     truth_fn: Callable | None = None
+    variant_fn: Callable | None = None
     decontaminator = None
     goalpost_set: SplitInfo | None = None     # set by select_goalposts
     goalpost_reserve: tuple = ()              # set by select_goalposts (dynamic goalposts)
@@ -113,6 +118,7 @@ class ToyWorld(World):
         self.fidelity_fn = proposal_fidelity
         self.guide_oracle_fn = oracle_judgment
         self.truth_fn = true_outputs
+        self.variant_fn = question_variant
         ev = self.toy.eval.problems
         if cfg.eval.max_problems:
             r = random.Random(f"eval-subset:{cfg.world.seed}")

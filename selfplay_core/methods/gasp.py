@@ -6,8 +6,8 @@ hidden, band [0.1, 0.5]); the student trains on both. Ablations: one-step medium
 
 GASP x Guide (`method.guide`, no anchor paper has it): SGS's frozen Guide judges every accepted
 lemma and lift against its goalpost; an in-band reward is multiplied by the normalised Guide
-score R_guide / 8 (`rewards.guided_band`), and with `guide.gate` a proposal scored below the
-gate does not reach the student.
+score (`guide.score`: R_guide / 8, or relevance / 5) (`rewards.guided_band`), and with
+`guide.gate` a proposal scored below the gate does not reach the student.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from selfplay_core import rewards
 from selfplay_core import stages as S
 from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
 from selfplay_core.methods.base import Method, MethodConfig, register
-from selfplay_core.methods.guide_judge import GASPGuideConfig, judge_proposals, load_guide, oracle_accuracy
+from selfplay_core.methods.guide_judge import (GASPGuideConfig, guide_weight, judge_proposals, load_guide,
+                                               oracle_accuracy)
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.records import Anchor, IterationLog, Proposal
 
@@ -115,7 +116,7 @@ class GuidedRound(DescribedRound):
     def __init__(self, kind, anchors, direction, per_anchor, band: BandReward, guide, config: GASPGuideConfig):
         super().__init__(kind, anchors, direction, per_anchor,
                          GuidedBandReward(band, multiply=config.reward == "multiply"))
-        self.guide, self.gate = guide, config.gate
+        self.guide, self.gate, self.weight_of = guide, config.gate, config.score
 
     @staticmethod
     def targets(ctx, proposals: list[Proposal]) -> list[str]:
@@ -127,9 +128,9 @@ class GuidedRound(DescribedRound):
 
     def score(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
         acc = [p for p in proposals if p.accepted]
-        judged = judge_proposals(self.guide, acc, self.targets(ctx, acc), log, self.kind)
-        for p, r in zip(acc, judged):
-            p.extra["guide_weight"] = r / rewards.R_GUIDE_MAX
+        judge_proposals(self.guide, acc, self.targets(ctx, acc), log, self.kind)
+        for p in acc:
+            p.extra["guide_weight"] = guide_weight(p.extra["guide"], self.weight_of)
             p.extra["guide_gated"] = self.gate is not None and p.extra["guide_weight"] < self.gate
         if acc and self.gate is not None:
             log.add(**{f"guide/{self.kind}/gated": sum(p.extra["guide_gated"] for p in acc) / len(acc)})

@@ -55,8 +55,14 @@ class GuideConfig(BaseModel):
 
 
 class GASPGuideConfig(GuideConfig):
-    """GASP x Guide (`method.guide` of GASP): the Guide's normalised score R_guide / 8 scales
-    the lemma/lift band reward and can gate the student batch."""
+    """GASP x Guide (`method.guide` of GASP): the Guide's normalised score (R_guide / 8, or its
+    relevance / 5) scales the lemma/lift band reward and can gate the student batch."""
+
+    # r_guide: SGS's R_guide / 8. It is 0 at complexity >= 3 (a depth-4 toy task), which is the
+    # depth of a lift one step above a depth-3 lemma, i.e. the on-path lift of most goalposts:
+    # SGS asks for easier problems, GASP's lifts are harder by design. relevance: the Guide's
+    # relevance to the goalpost alone / 5 (unreadable judgment: 0), blind to the direction.
+    score: Literal["r_guide", "relevance"] = "r_guide"
 
     # multiply: an in-band (positive) reward times the normalised Guide score; none: the Guide
     # only gates.
@@ -112,6 +118,13 @@ def guide_reward(scores: GuideScores | Rejection) -> float:
     if isinstance(scores, Rejection):
         return 0.0
     return rewards.r_guide(scores.relevance, scores.redundancy, scores.complexity)
+
+
+def guide_weight(judgment: dict, score: str) -> float:
+    """The normalised Guide score in [0, 1] of one judgment (`p.extra["guide"]`)."""
+    if score == "relevance":
+        return judgment.get("relevance", 0) / 5 if judgment["parsed"] else 0.0
+    return judgment["r_guide"] / rewards.R_GUIDE_MAX
 
 
 def judge_proposals(guide: FrozenGuide, proposals: Sequence[Proposal], targets: Sequence[str],

@@ -96,7 +96,8 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="real training split (depth 1-2) plus the goalposts"),
     Arm(name="azr", label="AZR (unguided)", config="azr-tiny-cpu.yaml", kind="baseline"),
     Arm(name="gasp", label="GASP", config="tiny-cpu.yaml",
-        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity")),
+        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
+                     "teacher/lemma/true_variant", "teacher/lift/true_variant")),
     Arm(name="gasp+rlvr", label="GASP + RLVR", config="gasp-rlvr-tiny-cpu.yaml"),
     Arm(name="oracle-filter", label="oracle filter (diagnostic)", config="tiny-cpu.yaml",
         overrides=("diagnostics.oracle_filter=true",), kind="diagnostic",
@@ -131,7 +132,19 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="Conjecturer on unsolved targets (the goalposts), frozen Guide, R_solve x R_guide, "
              "REINFORCE½; targets/fit/A is its solve asymptote"),
     Arm(name="gasp-guide", label="GASP x Guide", config="gasp-guide-tiny-cpu.yaml",
-        note="GASP; in-band rewards times R_guide / 8, proposals below 0.25 kept from the student"),
+        note="GASP; in-band rewards times R_guide / 8, proposals below 0.25 kept from the student",
+        diagnostics=("teacher/lemma/true_variant", "teacher/lift/true_variant",
+                     "guide/lemma/accuracy/relevance", "guide/lemma/gated", "guide/lift/gated")),
+    # Added 2 Dec 2026 after the decomposition study (0 % of GASP's accepted proposals are true
+    # one-step variants of their parent) and before any run of it.
+    Arm(name="gasp-guide-relevance", label="GASP x Guide, relevance only",
+        config="gasp-guide-tiny-cpu.yaml",
+        overrides=("method.guide.score=relevance", "method.guide.gate=0.4"), kind="ablation",
+        note="GASP; in-band rewards times the Guide's relevance to the goalpost / 5, proposals "
+             "below relevance 2 of 5 kept from the student (R_guide is 0 for every depth-4 "
+             "proposal, the depth of an on-path lift)",
+        diagnostics=("teacher/lemma/true_variant", "teacher/lift/true_variant",
+                     "guide/lemma/accuracy/relevance", "guide/lemma/gated", "guide/lift/gated")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),

@@ -8,9 +8,11 @@ easier than its goalpost, a lift one step harder than its lemma), and a lift is 
 when it is a true variant of a lemma that is itself a true variant of the goalpost — the chain
 the oracle curriculum proposes by construction.
 
-`lineage_relevance(entries, parents)`: `entries` are the lineage records a run keeps
-(`RunState.lineage`: id, kind, parent, question, accepted, faithful, trained), `parents` maps a
+`lineage_relevance(entries, goalposts)`: `entries` are the lineage records a run keeps
+(`RunState.lineage`: id, kind, parent, question, accepted, faithful, trained), `goalposts` maps a
 goalpost id to its toy Task; lemma and lift parents inside the lineage are looked up there.
+`question_variant` is the same check for one proposal in the loop (the world's `variant_fn`,
+logged as `teacher/<kind>/true_variant`).
 """
 
 from __future__ import annotations
@@ -61,19 +63,19 @@ def question_variant(parent_question: str, question: str, direction: str) -> boo
     step from its parent's in `direction` (the caller checks fidelity: the code does what the
     question says). None when the parent is no toy task description (a SPICE document, AZR's
     seed): there is nothing to be a variant of."""
-    parent, proposal = parse_description(parent_question), parse_description(question)
-    if parent is None:
-        return None
+    parent = parse_description(parent_question)
+    return None if parent is None else _variant_of(parent, question, direction)
+
+
+def _variant_of(parent: Task, question: str, direction: str) -> bool:
+    proposal = parse_description(question)
     return proposal is not None and is_true_variant(parent, proposal, direction)
 
 
 def _true_variant(e: Mapping, by_id: Mapping, goalposts: Mapping[str, Task]) -> bool:
     if not e.get("faithful"):
         return False
-    proposal = parse_description(e["question"])
     parent = goalposts.get(e["parent"])
     if parent is None and e["parent"] in by_id:
         parent = parse_description(by_id[e["parent"]]["question"])
-    if proposal is None or parent is None:
-        return False
-    return is_true_variant(parent, proposal, DIRECTION[e["kind"]])
+    return parent is not None and _variant_of(parent, e["question"], DIRECTION[e["kind"]])

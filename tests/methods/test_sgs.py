@@ -121,6 +121,22 @@ def test_gasp_x_guide_scales_the_band_reward_and_gates_the_student():
     assert [r.problem.id for _, r in student] == ["lemma/0.5"]
 
 
+def test_gasp_x_guide_on_relevance_alone_keeps_a_deep_relevant_lift():
+    # relevance 4 at complexity 3 (a depth-4 lift): R_guide 0, relevance weight 4/5; relevance 1:
+    # 1/5, below the gate 0.4; an unreadable judgment: 0
+    engine = ScriptedEngine(["relevance: 4\nredundancy: 0\ncomplexity: 3",
+                             "relevance: 1\nredundancy: 0\ncomplexity: 0", "?"])
+    gcfg = GASPGuideConfig(score="relevance", gate=0.4)
+    rnd = GuidedRound("lift", [], "harder", 2, BandReward((0.1, 0.5), -0.5, r_lemma),
+                      FrozenGuide(engine, gcfg), gcfg)
+    props = [prop(0.25, "lift"), prop(0.25, "lift"), prop(0.25, "lift")]
+    rnd.score(RunContext(load_config(None)), props, IterationLog())
+    band = 0.75 ** 5          # r_lemma's (4p(1-p))^5 at p = 1/4 (band only sets where it applies)
+    assert [p.reward for p in props] == pytest.approx([0.8 * band, 0.2 * band, 0.0])
+    assert [p.extra["guide"]["r_guide"] for p in props] == [0, 4, 0]
+    assert [p.extra["guide_gated"] for p in props] == [False, True, True]
+
+
 def test_without_the_multiplier_the_guide_only_gates():
     engine = ScriptedEngine(["relevance: 0\nredundancy: 1\ncomplexity: 4"])
     gcfg = GASPGuideConfig(reward="none", gate=0.1)

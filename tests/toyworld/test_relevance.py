@@ -60,3 +60,38 @@ def test_a_true_lift_of_a_lemma_off_the_path_is_not_on_the_path():
     assert got["lift"]["true_variant"] == 0.5 and got["lift"]["on_path"] == 0.0
     assert lineage_relevance([], {}) == {}
 
+
+
+def test_the_loop_logs_the_share_of_true_variants_among_accepted_proposals(executor):
+    """stages.fidelity with the toy world's variant_fn: of the accepted proposals whose anchor is
+    a toy task, the share that are faithful *and* one step from it; an anchor that is no toy
+    task (a document) is left out of that share but still counts for fidelity."""
+    import random
+    from types import SimpleNamespace
+
+    from selfplay_core import stages
+    from selfplay_core.engines.base import Completion
+    from selfplay_core.records import Anchor, IterationLog, Proposal
+    from selfplay_core.roles.teacher import TeacherProposal
+    from selfplay_core.toyworld.fidelity import proposal_fidelity
+    from selfplay_core.toyworld.relevance import question_variant
+
+    gid, g, lemma = _goalpost_and_lemma()
+    inputs = [[x] for x in lemma.sample_inputs(random.Random(0), 6)]
+
+    def prop(anchor_question, question, code):
+        return Proposal(kind="lemma", anchor=Anchor(gid, anchor_question, ""), axis="f",
+                        direction="easier", prompt="", completion=Completion(text=""),
+                        parsed=TeacherProposal(question, code, inputs), problem=object())
+
+    proposals = [prop(g.description(), lemma.description(), lemma.program()),   # true lemma
+                 prop(g.description(), lemma.description(), g.program()),       # unfaithful
+                 prop(g.description(), g.description(), g.program()),           # faithful, not easier
+                 prop("A page about sorting.", lemma.description(), lemma.program())]  # no toy anchor
+    ctx = SimpleNamespace(executor=executor, fidelity_fn=proposal_fidelity, variant_fn=question_variant)
+    log = IterationLog()
+    stages.fidelity(ctx, proposals, log)
+    assert [p.faithful for p in proposals] == [True, False, True, True]
+    assert log.metrics["teacher/lemma/fidelity"] == pytest.approx(3 / 4)
+    assert log.metrics["teacher/lemma/true_variant"] == pytest.approx(1 / 3)
+    assert question_variant("A page about sorting.", lemma.description(), "easier") is None
