@@ -160,6 +160,18 @@ def comparisons(rows: list[dict], ks=(1, 8)) -> list[str]:
     return out
 
 
+def figure_title(protocol: Protocol, rows: list[dict]) -> str:
+    """The figure's title; a study cut short says how many of its seeds the trained arms ran."""
+    trains = {a.name for a in protocol.arms if a.trains}
+    done = sorted({r["n"] for r in rows if r["arm"] in trains and r["n"]})
+    seeds = f"{len(protocol.seeds)} seeds"
+    if done and done != [len(protocol.seeds)]:
+        seeds = f"{'-'.join(map(str, sorted({done[0], done[-1]})))} of {seeds} run"
+    return (f"{protocol.name}: {seeds} x {protocol.iterations} iterations per arm (dots: seeds; "
+            f"bars: mean ± sd; red band: start checkpoint over {protocol.final.floor_samplings} "
+            "samplings)")
+
+
 def figure(protocol: Protocol, rows: list[dict], path: str | Path) -> Path:
     """Three panels: goalpost hits (dots = seeds, bar = mean, band = the floor's range over
     samplings), held-out pass@1 and pass@8 (the start checkpoint's mean as a line)."""
@@ -191,9 +203,7 @@ def figure(protocol: Protocol, rows: list[dict], path: str | Path) -> Path:
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"{protocol.name}: {len(protocol.seeds)} seeds x {protocol.iterations} iterations "
-                 f"per arm (dots: seeds; bars: mean ± sd; red band: start checkpoint over "
-                 f"{protocol.final.floor_samplings} samplings)", fontsize=9)
+    fig.suptitle(figure_title(protocol, rows), fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -96,3 +96,13 @@ def test_method_diagnostics_by_hand():
     table = report.diagnostics_table(report.arm_rows(proto, results))
     assert "| R-Zero | `acc` | 2 | 0.500 ± 0.283 | 0.600 -> 0.450 |" in table
     assert "| R-Zero | `missing` | 0 | not logged | - |" in table
+
+
+def test_the_figure_title_says_when_a_study_was_cut_short():
+    proto = _protocol()
+    trained = [a.name for a in proto.arms if a.trains]
+    n = len(proto.seeds)
+    full = [{"arm": "base", "n": 3}] + [{"arm": a, "n": n} for a in trained]
+    assert report.figure_title(proto, full).startswith(f"{proto.name}: {n} seeds x ")
+    cut = [{"arm": "base", "n": 3}, {"arm": trained[0], "n": 1}] + [{"arm": a, "n": 0} for a in trained[1:]]
+    assert report.figure_title(proto, cut).startswith(f"{proto.name}: 1 of {n} seeds run x ")
