@@ -240,7 +240,7 @@ def fidelity(ctx, proposals: list[Proposal], log: IterationLog) -> None:
         p.faithful = f.faithful
     kind = acc[0].kind
     log.add(**{f"teacher/{kind}/fidelity": sum(f.faithful for f in res) / len(res)})
-    if getattr(ctx, "variant_fn", None) is None:
+    if ctx.variant_fn is None:
         return
     verdicts = [(p.faithful, ctx.variant_fn(p.anchor.question, p.parsed.question, p.direction))
                 for p in acc]

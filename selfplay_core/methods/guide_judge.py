@@ -23,7 +23,7 @@ from selfplay_core import rewards
 from selfplay_core.engines.base import SamplingParams
 from selfplay_core.records import IterationLog, Proposal
 from selfplay_core.roles.common import Rejection
-from selfplay_core.roles.guide import SGS_KEYS, STOP, GuideScores, load_prompt_template, parse_guide, render_guide_prompt
+from selfplay_core.roles.guide import RANGES, SGS_KEYS, STOP, GuideScores, load_prompt_template, parse_guide, render_guide_prompt
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def guide_reward(scores: GuideScores | Rejection) -> float:
 def guide_weight(judgment: dict, score: str) -> float:
     """The normalised Guide score in [0, 1] of one judgment (`p.extra["guide"]`)."""
     if score == "relevance":
-        return judgment.get("relevance", 0) / 5 if judgment["parsed"] else 0.0
+        return judgment["relevance"] / RANGES["relevance"][1] if judgment["parsed"] else 0.0
     return judgment["r_guide"] / rewards.R_GUIDE_MAX
 
 

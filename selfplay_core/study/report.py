@@ -166,7 +166,8 @@ def figure_title(protocol: Protocol, rows: list[dict]) -> str:
     done = sorted({r["n"] for r in rows if r["arm"] in trains and r["n"]})
     seeds = f"{len(protocol.seeds)} seeds"
     if done and done != [len(protocol.seeds)]:
-        seeds = f"{'-'.join(map(str, sorted({done[0], done[-1]})))} of {seeds} run"
+        ran = f"{done[0]}" if len(done) == 1 else f"{done[0]}-{done[-1]}"
+        seeds = f"{ran} of {seeds} run"
     return (f"{protocol.name}: {seeds} x {protocol.iterations} iterations per arm (dots: seeds; "
             f"bars: mean ± sd; red band: start checkpoint over {protocol.final.floor_samplings} "
             "samplings)")

@@ -61,7 +61,6 @@ def test_a_true_lift_of_a_lemma_off_the_path_is_not_on_the_path():
     assert lineage_relevance([], {}) == {}
 
 
-
 def test_the_loop_logs_the_share_of_true_variants_among_accepted_proposals(executor):
     """stages.fidelity with the toy world's variant_fn: of the accepted proposals whose anchor is
     a toy task, the share that are faithful *and* one step from it; an anchor that is no toy
