@@ -170,21 +170,26 @@ class ServerProcess:
         return self.proc.pid
 
     def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM the server's process group, then SIGKILL after `timeout_s`."""
+        """SIGTERM the server's process group, then SIGKILL the group after `timeout_s` — also
+        when the API server (the group's leader) has already exited: vLLM's engine-core and
+        worker processes can outlive it and would go on loading the CPUs."""
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            _signal_group(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait(10)
+                pass
+        _signal_group(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait(10)
         return self.proc.returncode
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):   # the group is gone
+        pass
 
 
 def _check_port_free(opts: ServeOptions) -> None:

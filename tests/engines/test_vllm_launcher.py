@@ -183,6 +183,42 @@ def test_a_server_that_never_becomes_healthy_is_stopped_after_the_timeout(fake_v
     assert time.monotonic() - t0 < 20
 
 
+def _alive(pid: int) -> bool:
+    """Running, i.e. not gone and not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_stop_kills_a_group_member_that_outlived_the_server(tmp_path):
+    """vLLM's engine core is a child of the API server in its process group; when the API server
+    has exited first, stop() must still kill the rest of the group (a real orphan that ignores
+    SIGTERM, as a busy engine core can, stands in for it)."""
+    import subprocess
+
+    from selfplay_core.engines.vllm_server import ServerProcess
+
+    pid_file = tmp_path / "child.pid"
+    child = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+             f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)")
+    leader = subprocess.Popen(["sh", "-c", f'"{sys.executable}" -c "{child}" & '
+                               f'while [ ! -s {pid_file} ]; do sleep 0.05; done; exit 0'],
+                              start_new_session=True)
+    leader.wait(60)                                   # the "API server" is gone ...
+    orphan = int(pid_file.read_text())
+    assert _alive(orphan)                             # ... its engine core is not
+    try:
+        ServerProcess(leader, "http://127.0.0.1:1", tmp_path / "log").stop(timeout_s=1)
+        deadline = time.monotonic() + 30
+        while _alive(orphan) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(orphan)
+    finally:
+        if _alive(orphan):
+            os.kill(orphan, 9)
+
+
 def test_cli_detach_prints_the_url(fake_venv, model_dir, tmp_path, capsys):
     port = free_port()
     code = main(["vllm-serve", str(model_dir), "--venv", str(fake_venv), "--port", str(port),
