@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 from selfplay_cli._common import CLIError
+from selfplay_core.processes import signal_group
 
 REPO = Path(__file__).resolve().parents[1]
 RGW_SCRIPT = REPO / "infra" / "s3" / "ceph_rgw.sh"
@@ -114,7 +115,7 @@ class Processes:
         """Stop every process; returns the names of those that needed SIGKILL."""
         live = [(n, p) for n, p in reversed(self.procs) if p.poll() is None]
         for _, p in live:
-            _signal_group(p, signal.SIGTERM)
+            signal_group(p, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         killed = []
         for n, p in live:
@@ -125,7 +126,7 @@ class Processes:
         if killed and log:
             log(f"still running {timeout:.0f} s after SIGTERM, killed: {', '.join(killed)}")
         for _, p in self.procs:  # the group may outlive its leader (a worker's flow runs)
-            _signal_group(p, signal.SIGKILL)
+            signal_group(p, signal.SIGKILL)
             try:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -134,13 +135,6 @@ class Processes:
             f.close()
         self._logs.clear()
         return killed
-
-
-def _signal_group(p: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(p.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def start_s3(root: Path, port: int, log) -> dict | None:

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from selfplay_core.engines.errors import EngineError, EngineTimeout
 from selfplay_core.engines.weight_sync import TRANSPORTS, served_folder_problem
+from selfplay_core.processes import signal_group
 
 VENV_ENV = "SELFPLAY_VLLM_VENV"
 ENTRY_POINT = "vllm.entrypoints.openai.api_server"
@@ -174,22 +175,13 @@ class ServerProcess:
         when the API server (the group's leader) has already exited: vLLM's engine-core and
         worker processes can outlive it and would go on loading the CPUs."""
         if self.proc.poll() is None:
-            _signal_group(self.proc.pid, signal.SIGTERM)
+            signal_group(self.proc, signal.SIGTERM)
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 pass
-        _signal_group(self.proc.pid, signal.SIGKILL)
-        if self.proc.poll() is None:
-            self.proc.wait(10)
-        return self.proc.returncode
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):   # the group is gone
-        pass
+        signal_group(self.proc, signal.SIGKILL)
+        return self.proc.wait(10)
 
 
 def _check_port_free(opts: ServeOptions) -> None:
