@@ -328,22 +328,31 @@ def frontier_tag(w) -> str:
 SHIPPED_GOALPOSTS = "goalposts.json"
 
 
+def _key_parts(key: str) -> tuple[str, str, int, str, int]:
+    """(model, pool tag, k, frontier tag without its screen, screen_k) of a goalpost-set key
+    such as `c5dfec102bfd2162-w0-k128-frontier-b0.3-0.7-n16-s32`."""
+    model, pool_tag, k, tag = key.split("-", 3)
+    rest, screen = tag.rsplit("-s", 1)
+    return model, pool_tag, int(k[1:]), rest, int(screen)
+
+
 def shipped_goalposts(model_dir: str | Path, key: str, w) -> dict | None:
     """The goalpost set mined once for a committed checkpoint and shipped beside its weights
-    (`<model>/goalposts.json`), when it was mined for this model, pool and frontier settings
-    with at least this k (a candidate no sample of k' >= k solved is one no k samples solved);
-    else None (the run mines)."""
+    (`<model>/goalposts.json`), when it was mined for this model, pool, band and lemma samples
+    with at least this k and this screen (a candidate no sample of k' >= k solved is one no k
+    samples solved; its reserve, unsolved in a screen of s' >= s, is unsolved in s); else None
+    (the run mines)."""
     path = Path(model_dir) / SHIPPED_GOALPOSTS
     if not path.is_file():
         return None
     try:
         data = json.loads(path.read_text())
-        model, pool_tag, k, tag = data["key"].split("-", 3)
-    except (ValueError, KeyError):
+        model, pool_tag, k, tag, screen = _key_parts(data["key"])
+    except (ValueError, KeyError, TypeError, AttributeError):
         log.warning("%s: not a goalpost set this version reads; mining instead", path)
         return None
-    want_model, want_pool, want_k, want_tag = key.split("-", 3)
-    if (model, pool_tag, tag) != (want_model, want_pool, want_tag) or int(k[1:]) < int(want_k[1:]):
+    want_model, want_pool, want_k, want_tag, want_screen = _key_parts(key)
+    if (model, pool_tag, tag) != (want_model, want_pool, want_tag) or k < want_k or screen < want_screen:
         return None
     return data
 
@@ -377,11 +386,13 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
         tag = "" if rule == "unsolved" else "-" + frontier_tag(w)
         key = f"{weights_key(model_dir)}-{world.goalpost_cache_tag(cfg)}-k{w.goalpost_k}{tag}"
         cache = cache_root / "goalposts" / f"{key}.json"
-        data = None
+        data, source = None, f"mined ({rule}) k={w.goalpost_k}"
         if cache.exists():
             data = json.loads(cache.read_text())
         elif rule == "frontier":
             data = shipped_goalposts(model_dir, key, w)
+            if data is not None:
+                source = f"shipped with the model ({rule}) k={data.get('k', '?')}"
         if data is None:
             sp = SamplingParams(temperature=cfg.engine.temperature, top_p=cfg.engine.top_p,
                                 max_new_tokens=cfg.engine.max_new_tokens_student, seed=w.seed)
@@ -404,7 +415,7 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
                     "ids": [g.id for g in res.goalposts], **extra}
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps(data))
-        ids, source = data["ids"], f"mined ({rule}) k={w.goalpost_k}"
+        ids = data["ids"]
     gps = [pool[i] for i in ids]
     if w.max_goalposts:
         # Seeded by the world, not the run: every seed of a study faces the same goalposts.

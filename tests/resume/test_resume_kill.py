@@ -36,7 +36,7 @@ def tiny_config(path: Path, model_dir: Path) -> Path:
            "eval": {"n": 2, "ks": [1, 2], "max_problems": 8, "goalpost_every": 1, "goalpost_k": 2,
                     "verdict_n": None},
            "world": {"goalpost_k": 4, "max_goalposts": 6},
-           "engine": {"max_new_tokens_teacher": 120, "max_new_tokens_student": 48},
+           "engine": {"max_new_tokens_teacher": 192, "max_new_tokens_student": 48},
            "learner": {"lr": 1e-3}, "sandbox": {"workers": 2}, "tracking": {"run_name": "kt"}}
     path.write_text(yaml.safe_dump(cfg))
     return path

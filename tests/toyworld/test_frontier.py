@@ -94,8 +94,9 @@ def test_settings_are_checked():
 
 def test_a_shipped_goalpost_set_is_used_only_for_its_model_pool_and_settings(tmp_path):
     """`<model>/goalposts.json` (what `selfplay bootstrap --goalposts` writes) replaces mining
-    when its key names the same weights, pool and frontier settings and a k at least as large
-    (no sample of k' >= k solved it, so no k samples did); otherwise the run mines."""
+    when its key names the same weights, pool, band and lemma samples, and a k and a screen at
+    least as large (no sample of k' >= k solved it, so no k samples did); otherwise the run
+    mines."""
     import json
 
     from selfplay_core.loop.worlds import SHIPPED_GOALPOSTS, shipped_goalposts
@@ -104,11 +105,36 @@ def test_a_shipped_goalpost_set_is_used_only_for_its_model_pool_and_settings(tmp
     (tmp_path / SHIPPED_GOALPOSTS).write_text(json.dumps({"key": key, "ids": ["a", "b"]}))
     assert shipped_goalposts(tmp_path, key, None)["ids"] == ["a", "b"]
     assert shipped_goalposts(tmp_path, key.replace("k128", "k64"), None)["ids"] == ["a", "b"]
+    # what a k=2 run asks for: its screen is min(32, k) = 2
+    assert shipped_goalposts(tmp_path, key.replace("k128", "k2").replace("s32", "s2"), None)["ids"] == ["a", "b"]
     for other in (key.replace("k128", "k256"),                 # needs more samples than mined
+                  key.replace("s32", "s64"),                    # a wider screen than mined
+                  key.replace("-n16-", "-n8-"),                 # other lemma samples
                   key.replace("c5dfec", "000000"),              # other weights
                   key.replace("-w0-", "-w1-"),                  # other pool
                   key.replace("b0.3-0.7", "b0.2-0.8")):         # other band
         assert shipped_goalposts(tmp_path, other, None) is None, other
-    (tmp_path / SHIPPED_GOALPOSTS).write_text(json.dumps({"ids": ["a"]}))   # no key: mine
-    assert shipped_goalposts(tmp_path, key, None) is None
+    for unreadable in ({"ids": ["a"]}, {"key": "c5dfec102bfd2162-w0-k128"}, ["a"]):   # mine
+        (tmp_path / SHIPPED_GOALPOSTS).write_text(json.dumps(unreadable))
+        assert shipped_goalposts(tmp_path, key, None) is None, unreadable
     assert shipped_goalposts(tmp_path / "missing", key, None) is None
+
+
+def test_a_small_k_run_from_the_committed_model_starts_from_its_shipped_set(tmp_path, executor):
+    """A run with a smaller k and screen than the shipped set's (tests, quick looks) takes it
+    without sampling (no engine is given, so mining would fail), says so, and subsets it."""
+    import json
+
+    from selfplay_core.config import RunConfig
+    from selfplay_core.loop.worlds import SHIPPED_GOALPOSTS, build_world, select_goalposts
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    shipped = json.loads((ASSET_DIR / SHIPPED_GOALPOSTS).read_text())
+    cfg = RunConfig()
+    cfg = cfg.model_copy(update={"world": cfg.world.model_copy(update={"goalpost_k": 2, "max_goalposts": 6})})
+    world = build_world(cfg, executor=executor)
+    gps = select_goalposts(world, cfg, engine=None, executor=executor, model_dir=ASSET_DIR,
+                           run_dir=tmp_path, cache_root=tmp_path / "cache")
+    assert len(gps) == 6 and {g.id for g in gps} <= set(shipped["ids"])
+    assert world.goalpost_set.version.startswith("shipped with the model (frontier) k=128")
+    assert json.loads((tmp_path / "goalposts.json").read_text())["ids"] == [g.id for g in gps]
