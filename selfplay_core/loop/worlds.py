@@ -336,7 +336,7 @@ def _key_parts(key: str) -> tuple[str, str, int, str, int]:
     return model, pool_tag, int(k[1:]), rest, int(screen)
 
 
-def shipped_goalposts(model_dir: str | Path, key: str, w) -> dict | None:
+def shipped_goalposts(model_dir: str | Path, key: str) -> dict | None:
     """The goalpost set mined once for a committed checkpoint and shipped beside its weights
     (`<model>/goalposts.json`), when it was mined for this model, pool, band and lemma samples
     with at least this k and this screen (a candidate no sample of k' >= k solved is one no k
@@ -390,7 +390,7 @@ def select_goalposts(world: World, cfg, *, engine, executor, model_dir: str | Pa
         if cache.exists():
             data = json.loads(cache.read_text())
         elif rule == "frontier":
-            data = shipped_goalposts(model_dir, key, w)
+            data = shipped_goalposts(model_dir, key)
             if data is not None:
                 source = f"shipped with the model ({rule}) k={data.get('k', '?')}"
         if data is None:

@@ -103,21 +103,21 @@ def test_a_shipped_goalpost_set_is_used_only_for_its_model_pool_and_settings(tmp
 
     key = "c5dfec102bfd2162-w0-k128-frontier-b0.3-0.7-n16-s32"
     (tmp_path / SHIPPED_GOALPOSTS).write_text(json.dumps({"key": key, "ids": ["a", "b"]}))
-    assert shipped_goalposts(tmp_path, key, None)["ids"] == ["a", "b"]
-    assert shipped_goalposts(tmp_path, key.replace("k128", "k64"), None)["ids"] == ["a", "b"]
+    assert shipped_goalposts(tmp_path, key)["ids"] == ["a", "b"]
+    assert shipped_goalposts(tmp_path, key.replace("k128", "k64"))["ids"] == ["a", "b"]
     # what a k=2 run asks for: its screen is min(32, k) = 2
-    assert shipped_goalposts(tmp_path, key.replace("k128", "k2").replace("s32", "s2"), None)["ids"] == ["a", "b"]
+    assert shipped_goalposts(tmp_path, key.replace("k128", "k2").replace("s32", "s2"))["ids"] == ["a", "b"]
     for other in (key.replace("k128", "k256"),                 # needs more samples than mined
                   key.replace("s32", "s64"),                    # a wider screen than mined
                   key.replace("-n16-", "-n8-"),                 # other lemma samples
                   key.replace("c5dfec", "000000"),              # other weights
                   key.replace("-w0-", "-w1-"),                  # other pool
                   key.replace("b0.3-0.7", "b0.2-0.8")):         # other band
-        assert shipped_goalposts(tmp_path, other, None) is None, other
+        assert shipped_goalposts(tmp_path, other) is None, other
     for unreadable in ({"ids": ["a"]}, {"key": "c5dfec102bfd2162-w0-k128"}, ["a"]):   # mine
         (tmp_path / SHIPPED_GOALPOSTS).write_text(json.dumps(unreadable))
-        assert shipped_goalposts(tmp_path, key, None) is None, unreadable
-    assert shipped_goalposts(tmp_path / "missing", key, None) is None
+        assert shipped_goalposts(tmp_path, key) is None, unreadable
+    assert shipped_goalposts(tmp_path / "missing", key) is None
 
 
 def test_a_small_k_run_from_the_committed_model_starts_from_its_shipped_set(tmp_path, executor):
