@@ -30,11 +30,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DEFAULT_START = Path(__file__).resolve().parents[1] / "selfplay_core" / "toyworld" / "assets" / "tiny-s0"
 
 
-def corpus_settings(teacher_share: float, guide_share: float, n_examples: int):
+def corpus_settings(teacher_share: float, guide_share: float, n_examples: int, deep: bool = False):
     from selfplay_core.toyworld.corpus import teacher_phase_settings
 
     try:
-        return teacher_phase_settings(teacher_share, guide_share, n_examples)
+        return teacher_phase_settings(teacher_share, guide_share, n_examples, deep=deep)
     except ValueError as e:
         raise SystemExit(f"error: --teacher-share / --guide-share: {e}") from None
 
@@ -56,10 +56,16 @@ def measure(model, tokenizer, ex, world, args) -> dict:
     d2 = [t for t in world.eval.tasks if t.depth == 2]
     n = args.prompts
     row: dict = {}
-    for kind, sources, direction in (("lemma d3->2", rng.sample(d3, min(n, len(d3))), "easier"),
-                                     ("lemma d4->3", rng.sample(d4, min(n, len(d4))), "easier"),
-                                     ("lift d2->3", rng.sample(d2, min(n, len(d2))), "harder")):
-        q, _ = teacher_quality(engine, ex, sources, direction, kind, args.teacher_temperature, seed=5)
+    kinds = [("lemma d3->2", rng.sample(d3, min(n, len(d3))), "easier"),
+             ("lemma d4->3", rng.sample(d4, min(n, len(d4))), "easier"),
+             ("lift d2->3", rng.sample(d2, min(n, len(d2))), "harder")]
+    if args.deep_pool:
+        d5 = [p for p in world.goalpost_pool.tasks if p.depth == 5]
+        kinds += [("lemma d5->4", rng.sample(d5, min(n, len(d5))), "easier"),
+                  ("lift d4->5", rng.sample(d4, min(n, len(d4))), "harder")]
+    for kind, sources, direction in kinds:
+        q, _ = teacher_quality(engine, ex, sources, direction, kind, args.teacher_temperature, seed=5,
+                               max_new_tokens=args.teacher_tokens)
         row[kind] = q.shares()
     problems = list(world.eval.problems)[:args.heldout]
     res = solve(engine, ex, problems, 8, SamplingParams(temperature=1.0, max_new_tokens=96, seed=11))
@@ -70,7 +76,7 @@ def measure(model, tokenizer, ex, world, args) -> dict:
 
 
 def line(step: int, loss: float, row: dict) -> str:
-    kinds = ("lemma d3->2", "lemma d4->3", "lift d2->3")
+    kinds = [k for k in row if k.startswith(("lemma", "lift"))]
     f = " | ".join(f"{row[k]['faithful']:.0%} / {row[k]['true_variant']:.0%}" for k in kinds)
     h = row["heldout"]
     return f"| {step} | {loss:.3f} | {f} | {h[1]:.3f} / {h[8]:.3f} |"
@@ -92,10 +98,18 @@ def main(argv=None) -> int:
                     help="the first N held-out tasks (x 8 samples) at each check; the split is "
                     "ordered by depth (80 of depth 1, 100 of depth 2, 60 of 3, 60 of 4; 300 = all)")
     ap.add_argument("--teacher-temperature", type=float, default=0.4)
+    ap.add_argument("--deep-pool", type=int, default=0,
+                    help="N depth-5 pool candidates (world.deep_pool): kept out of the corpus, "
+                         "depth-4 sources made harder too, lemma d5->4 and lift d4->5 measured")
+    ap.add_argument("--teacher-tokens", type=int, default=192,
+                    help="the teacher's generation budget at the checks (engine.max_new_tokens_teacher)")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.every < 1:
         raise SystemExit("error: --steps and --every must be >= 1")
-    settings = corpus_settings(args.teacher_share, args.guide_share, args.steps * args.batch_size)
+    if args.deep_pool < 0:
+        raise SystemExit("error: --deep-pool must be >= 0")
+    settings = corpus_settings(args.teacher_share, args.guide_share, args.steps * args.batch_size,
+                               deep=args.deep_pool > 0)
     start = args.start or DEFAULT_START
     if not (Path(start) / "config.json").is_file() or not (Path(start) / "bootstrap.json").is_file():
         raise SystemExit(f"error: --start {start} is not a toy checkpoint folder (config.json and "
@@ -107,12 +121,12 @@ def main(argv=None) -> int:
     from selfplay_core.sandbox import Executor, SandboxConfig
     from selfplay_core.toyworld.corpus import build_corpus
     from selfplay_core.toyworld.pretrain import TrainSettings, pretrain
-    from selfplay_core.toyworld.splits import build_world
+    from selfplay_core.toyworld.splits import SplitSizes, build_world
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(start)
-    world = build_world(0)
+    world = build_world(0, SplitSizes(deep_pool=args.deep_pool))
     t0 = time.time()
     texts = build_corpus(settings, args.seed, world.exclusion())
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
@@ -121,8 +135,10 @@ def main(argv=None) -> int:
           f"{long} over 384 tokens (cut), {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    print("| step | train loss (last 20) | lemma d3->2 faithful / true | lemma d4->3 | lift d2->3 | held-out pass@1 / pass@8 |")
-    print("|---|---|---|---|---|---|")
+    deep = " | lemma d5->4 | lift d4->5" if args.deep_pool else ""
+    print(f"| step | train loss (last 20) | lemma d3->2 faithful / true | lemma d4->3 | lift d2->3{deep} "
+          "| held-out pass@1 / pass@8 |")
+    print("|---|---|---|---|---|" + "---|" * (2 if args.deep_pool else 0) + "---|")
     with Executor(SandboxConfig(workers=2)) as ex:
         first = measure(model, tokenizer, ex, world, args)
         rows.append({"step": 0, **first})

@@ -131,6 +131,10 @@ class WorldConfig(_Frozen):
     # The real training tasks (RLVR, GASP + RLVR) include the goalposts, as the paper's RLVR
     # trains on the split its goalposts come from (a goalpost no sample solves carries no signal).
     goalposts_in_real_tasks: bool = True
+    # Toy world: depth-5 goalpost candidates added to the pool (toyworld.splits; 0: the v2 pool).
+    # For a start checkpoint that solves nearly all of the depth-3/4 pool, e.g. one with the
+    # bootstrap's teacher phase; its lifts of depth-4 lemmas need engine.max_new_tokens_teacher 256.
+    deep_pool: int = Field(0, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -154,6 +158,9 @@ class WorldConfig(_Frozen):
         if self.name == "toy" and (self.data or self.lcb_release):
             raise ValueError("world.data / world.lcb_release are for world 'lcb'; the toy world "
                              "is generated")
+        if self.deep_pool and self.name != "toy":
+            raise ValueError("world.deep_pool adds depth-5 tasks to the toy world's goalpost pool; "
+                             f"world {self.name!r} mines its goalposts from its data (set it to 0)")
         if self.goalpost_rule == "frontier" and self.name != "toy":
             raise ValueError("world.goalpost_rule frontier needs the toy world's oracle (true easier "
                              "variants); use 'unsolved' for world " + repr(self.name))

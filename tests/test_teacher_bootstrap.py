@@ -36,10 +36,24 @@ def test_a_short_continuation_measures_each_check_and_saves_a_moved_checkpoint(t
     assert a.keys() == b.keys() and any(not torch.equal(a[k], b[k]) for k in a)
 
 
+def test_deep_pool_checks_measure_the_depth_5_lemma_and_the_depth_4_lift(tmp_path):
+    r = _run("--out", tmp_path, "--steps", 2, "--every", 2, "--prompts", 2, "--heldout", 2,
+             "--batch-size", 4, "--deep-pool", 12, "--teacher-tokens", 256)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "results.json").read_text())
+    for row in rows:
+        assert row["lemma d5->4"]["prompts"] == 2 and row["lift d4->5"]["prompts"] == 2
+    header = next(l for l in r.stdout.splitlines() if l.startswith("| step"))
+    assert "lemma d5->4 | lift d4->5" in header
+    table = [l for l in r.stdout.splitlines() if l.startswith("| ") and l[2].isdigit()]
+    assert all(l.count("|") == header.count("|") for l in table)
+
+
 @pytest.mark.parametrize("args, words", [
     (("--start", "NOPE"), "is not a toy checkpoint folder"),
     (("--teacher-share", "0.95", "--guide-share", "0.1"), "must leave a share >= 0"),
     (("--steps", "0"), "must be >= 1"),
+    (("--deep-pool", "-1"), "--deep-pool must be >= 0"),
 ])
 def test_bad_input_is_one_clear_error(tmp_path, args, words):
     r = _run("--out", tmp_path / "o", *args)

@@ -54,6 +54,7 @@ from selfplay_core.toyworld.bootstrap import cache_root as toy_cache_root
 from selfplay_core.toyworld.fidelity import proposal_fidelity, true_outputs
 from selfplay_core.toyworld.relevance import question_variant
 from selfplay_core.toyworld.guide_oracle import oracle_judgment
+from selfplay_core.toyworld.splits import SplitSizes
 from selfplay_core.toyworld.splits import build_world as build_toy_world
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class ToyWorld(World):
     name = "toy"
 
     def __init__(self, cfg):
-        self.toy = build_toy_world(cfg.world.seed)
+        self.toy = build_toy_world(cfg.world.seed, SplitSizes(deep_pool=cfg.world.deep_pool))
         self.fidelity_fn = proposal_fidelity
         self.guide_oracle_fn = oracle_judgment
         self.truth_fn = true_outputs
@@ -136,7 +137,9 @@ class ToyWorld(World):
         return self._with_goalposts(self.toy.splits())
 
     def goalpost_cache_tag(self, cfg) -> str:
-        return f"w{cfg.world.seed}"
+        # No dash inside the tag: goalpost-set keys are split on dashes (_key_parts).
+        deep = f"d5x{cfg.world.deep_pool}" if cfg.world.deep_pool else ""
+        return f"w{cfg.world.seed}{deep}"
 
 
 # ---- the real-data world ---------------------------------------------------------------------

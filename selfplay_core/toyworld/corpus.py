@@ -177,9 +177,11 @@ class CorpusSettings:
     # Shares of the corpus; the rest of 1.0 (after the Guide's) goes to teacher variant pairs.
     student_depth_shares: tuple = ((1, 0.545), (2, 0.08), (3, 0.015))
     guide_share: float = 0.09
-    # Depth of the task shown to the teacher in variant pairs (depth-4 sources only get
-    # "easier": a depth-5 proposal would not fit the teacher's generation budget).
+    # Depth of the task shown to the teacher in variant pairs. Sources deeper than
+    # `harder_max_depth` only get "easier": a depth-5 proposal does not fit the default
+    # teacher budget (192 tokens; a depth-4 -> 5 completion is ~180 on average).
     teacher_source_depths: tuple = ((1, 0.2), (2, 0.35), (3, 0.35), (4, 0.10))
+    harder_max_depth: int = 3
     # Depths of Guide targets (goalposts are depth 3-4).
     guide_target_depths: tuple = ((2, 0.2), (3, 0.5), (4, 0.3))
     bug_rate: float = 0.3
@@ -211,7 +213,7 @@ def _draw_pair(rng, s: CorpusSettings, exclusion: Exclusion):
     while True:
         src = _draw_task(rng, rng.choices(depths, weights)[0], exclusion)
         axis = rng.choice(("f", "io"))
-        direction = "easier" if src.depth >= 4 else rng.choice(("easier", "harder"))
+        direction = "easier" if src.depth > s.harder_max_depth else rng.choice(("easier", "harder"))
         dst = variant(src, axis, direction, rng)
         if dst is not None and not exclusion.blocks(dst):
             return src, dst, axis, direction
@@ -240,15 +242,24 @@ def build_corpus(settings: CorpusSettings, seed: int, exclusion: Exclusion | Non
     return texts
 
 
-def teacher_phase_settings(teacher_share: float, guide_share: float, n_examples: int) -> CorpusSettings:
+# The teacher phase for a world with a depth-5 pool (`world.deep_pool`): more depth-4 sources,
+# and those also made harder, so the teacher has seen the lift a depth-4 lemma needs.
+DEEP_TEACHER_SOURCES = ((1, 0.15), (2, 0.3), (3, 0.3), (4, 0.25))
+
+
+def teacher_phase_settings(teacher_share: float, guide_share: float, n_examples: int,
+                           deep: bool = False) -> CorpusSettings:
     """The corpus of the bootstrap's teacher phase: `teacher_share` of variant pairs, the Guide's
     share, and the rest student examples in the main corpus's proportions of depths (so the
-    student and the Guide are not forgotten while the teacher learns to copy with an edit)."""
+    student and the Guide are not forgotten while the teacher learns to copy with an edit).
+    `deep`: depth-4 sources made harder too (DEEP_TEACHER_SOURCES)."""
     student = 1.0 - teacher_share - guide_share
     if student < 0 or teacher_share <= 0:
         raise ValueError(f"teacher_share {teacher_share} + guide_share {guide_share} must leave a "
                          "share >= 0 for student examples, and the teacher share must be > 0")
     base = CorpusSettings().student_depth_shares
     total = sum(w for _, w in base)
+    extra = {"teacher_source_depths": DEEP_TEACHER_SOURCES, "harder_max_depth": 4} if deep else {}
     return CorpusSettings(n_examples=n_examples, guide_share=guide_share,
-                          student_depth_shares=tuple((d, w * student / total) for d, w in base))
+                          student_depth_shares=tuple((d, w * student / total) for d, w in base),
+                          **extra)

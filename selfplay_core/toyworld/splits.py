@@ -9,6 +9,12 @@
 v2 (issue 17): the pool holds 480 depth-3 candidates (v1: 40) because only ~1 in 10 depth-3
 candidates is a frontier goalpost; the eval split is drawn first and is the same as v1's.
 
+Deep pool (opt-in, `world.deep_pool` = N): N depth-5 candidates appended to the goalpost pool,
+drawn after every v2 split from a stream of their own, so train, eval and the v2 pool stay
+exactly what they were (same tasks, ids and hashes) and only the pool's version and hash say
+`+d5xN`. Why: a checkpoint strong enough to be a faithful teacher (the bootstrap's teacher
+phase) solves nearly every depth-3/4 candidate, leaving a handful of goalposts.
+
 Everything is a function of (seed, sizes). Eval and pool tasks never appear in train or in the
 pretraining corpus (`exclusion()`); each split carries a version string and a content hash over
 its problems, like the real benchmarks.
@@ -33,6 +39,7 @@ class SplitSizes:
     eval: tuple = ((1, 80), (2, 100), (3, 60), (4, 60))
     goalpost_pool: tuple = ((3, 480), (4, 60))
     n_tests: int = 8
+    deep_pool: int = 0          # depth-5 pool candidates drawn after the v2 splits (0: v2 as is)
 
 
 @dataclass
@@ -89,7 +96,8 @@ def build_world(seed: int = 0, sizes: SplitSizes | None = None) -> ToyWorld:
     rng = random.Random(f"toyworld-splits:{seed}")
     held = Exclusion()
 
-    def draw(name: str, plan, blocked: Exclusion, record: Exclusion | None) -> Split:
+    def draw(name: str, plan, blocked: Exclusion, record: Exclusion | None,
+             rng: random.Random = rng, version: str = f"{VERSION}-s{seed}") -> Split:
         tasks, problems, seen = [], [], set()
         for depth, count in plan:
             got = 0
@@ -102,12 +110,17 @@ def build_world(seed: int = 0, sizes: SplitSizes | None = None) -> ToyWorld:
                     record.add(t)
                 tasks.append(t)
                 problems.append(make_problem(t, f"toy/{name}/d{depth}/{got:04d}", rng, sizes.n_tests,
-                                             {"split": name, "version": f"{VERSION}-s{seed}"}))
+                                             {"split": name, "version": version}))
                 got += 1
-        return Split(name, f"{VERSION}-s{seed}", tasks, problems)
+        return Split(name, version, tasks, problems)
 
     # Held-out splits first, so that train is drawn around them.
     eval_split = draw("eval", sizes.eval, held, held)
     pool = draw("goalpost_pool", sizes.goalpost_pool, held, held)
     train = draw("train", sizes.train, held, None)
+    if sizes.deep_pool:
+        version = f"{VERSION}+d5x{sizes.deep_pool}-s{seed}"
+        deep = draw("goalpost_pool", ((5, sizes.deep_pool),), held, held,
+                    rng=random.Random(f"toyworld-deep-pool:{seed}"), version=version)
+        pool = Split("goalpost_pool", version, pool.tasks + deep.tasks, pool.problems + deep.problems)
     return ToyWorld(seed, train, eval_split, pool, sizes)

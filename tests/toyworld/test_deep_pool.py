@@ -1,0 +1,76 @@
+"""world.deep_pool: depth-5 goalpost candidates appended to the toy pool without moving any v2
+split, kept out of corpora built for that world, and named in the pool's version and the
+goalpost cache key; the teacher-phase corpus for it makes depth-4 sources harder too."""
+
+import random
+
+import pytest
+
+from selfplay_core.config import RunConfig, WorldConfig
+from selfplay_core.loop.worlds import ToyWorld
+from selfplay_core.toyworld.corpus import CorpusSettings, teacher_phase_settings
+from selfplay_core.toyworld.splits import SplitSizes, build_world
+from selfplay_core.toyworld.tasks import task_from_key
+
+
+@pytest.fixture(scope="module")
+def deep():
+    return build_world(0, SplitSizes(deep_pool=40))
+
+
+def test_v2_splits_are_unchanged_and_the_deep_tail_is_depth_5(world, deep):
+    for name in ("train", "eval"):
+        a, b = world.splits()[name], deep.splits()[name]
+        assert a.content_hash == b.content_hash and a.version == b.version == "toyworld-v2-s0"
+    v2, pool = world.goalpost_pool, deep.goalpost_pool
+    assert [p.dumps() for p in pool.problems[:len(v2)]] == [p.dumps() for p in v2.problems]
+    tail = pool.problems[len(v2):]
+    assert len(tail) == 40 and {p.metadata["depth"] for p in tail} == {5}
+    assert [p.id for p in tail] == [f"toy/goalpost_pool/d5/{i:04d}" for i in range(40)]
+    assert pool.version == "toyworld-v2+d5x40-s0" and pool.content_hash != v2.content_hash
+    for p in tail:
+        assert task_from_key(p.metadata["key"]).depth == 5
+
+
+def test_deep_candidates_are_new_and_held_out(world, deep):
+    keys = [t.key for s in deep.splits().values() for t in s.tasks]
+    assert len(keys) == len(set(keys))
+    ex = deep.exclusion()
+    # Held out from any corpus built for this world (the teacher phase's corpus is).
+    assert all(ex.blocks(t) for t in deep.goalpost_pool.tasks[-40:])
+    assert not any(ex.blocks(t) for t in deep.train.tasks)
+    assert build_world(0, SplitSizes(deep_pool=40)).goalpost_pool.content_hash == deep.goalpost_pool.content_hash
+
+
+def test_the_deep_teacher_phase_makes_depth_4_sources_harder():
+    from selfplay_core.toyworld.corpus import _draw_pair
+    from selfplay_core.toyworld.corpus import Exclusion
+
+    def directions(settings):
+        rng, seen = random.Random(3), set()
+        for _ in range(400):
+            src, dst, _, direction = _draw_pair(rng, settings, Exclusion())
+            if src.depth == 4:
+                seen.add((direction, dst.depth))
+        return seen
+
+    assert {d for d, _ in directions(CorpusSettings())} == {"easier"}
+    assert ("harder", 5) in directions(teacher_phase_settings(0.6, 0.09, 100, deep=True))
+    assert teacher_phase_settings(0.6, 0.09, 100) == teacher_phase_settings(0.6, 0.09, 100, deep=False)
+
+
+def test_the_run_world_and_its_goalpost_key():
+    plain = RunConfig()
+    deep = plain.model_copy(update={"world": plain.world.model_copy(update={"deep_pool": 24})})
+    a, b = ToyWorld(plain), ToyWorld(deep)
+    assert a.goalpost_cache_tag(plain) == "w0" and b.goalpost_cache_tag(deep) == "w0d5x24"
+    assert "-" not in b.goalpost_cache_tag(deep)   # keys are split on dashes
+    assert len(b.goalpost_pool) == len(a.goalpost_pool) + 24
+    assert b.splits()["goalpost_pool"].version == "toyworld-v2+d5x24-s0"
+
+
+def test_deep_pool_outside_the_toy_world_is_refused():
+    with pytest.raises(ValueError, match="world.deep_pool adds depth-5 tasks"):
+        WorldConfig(name="lcb", deep_pool=10)
+    with pytest.raises(ValueError):
+        WorldConfig(deep_pool=-1)
