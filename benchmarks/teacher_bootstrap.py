@@ -30,11 +30,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DEFAULT_START = Path(__file__).resolve().parents[1] / "selfplay_core" / "toyworld" / "assets" / "tiny-s0"
 
 
-def corpus_settings(teacher_share: float, guide_share: float, n_examples: int, deep: bool = False):
+def corpus_settings(teacher_share: float, guide_share: float, n_examples: int, deep: bool = False,
+                    depth5_sources: bool = False):
     from selfplay_core.toyworld.corpus import teacher_phase_settings
 
     try:
-        return teacher_phase_settings(teacher_share, guide_share, n_examples, deep=deep)
+        return teacher_phase_settings(teacher_share, guide_share, n_examples, deep=deep,
+                                      depth5_sources=depth5_sources)
     except ValueError as e:
         raise SystemExit(f"error: --teacher-share / --guide-share: {e}") from None
 
@@ -101,6 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--deep-pool", type=int, default=0,
                     help="N depth-5 pool candidates (world.deep_pool): kept out of the corpus, "
                          "depth-4 sources made harder too, lemma d5->4 and lift d4->5 measured")
+    ap.add_argument("--depth5-sources", action="store_true",
+                    help="with --deep-pool: depth-5 tasks (outside the pool) as lemma sources too")
     ap.add_argument("--teacher-tokens", type=int, default=192,
                     help="the teacher's generation budget at the checks (engine.max_new_tokens_teacher)")
     args = ap.parse_args(argv)
@@ -108,8 +112,11 @@ def main(argv=None) -> int:
         raise SystemExit("error: --steps and --every must be >= 1")
     if args.deep_pool < 0:
         raise SystemExit("error: --deep-pool must be >= 0")
+    if args.depth5_sources and not args.deep_pool:
+        raise SystemExit("error: --depth5-sources needs --deep-pool N (N > 0): the depth-5 pool "
+                         "candidates must be kept out of the corpus and are what it measures")
     settings = corpus_settings(args.teacher_share, args.guide_share, args.steps * args.batch_size,
-                               deep=args.deep_pool > 0)
+                               deep=args.deep_pool > 0, depth5_sources=args.depth5_sources)
     start = args.start or DEFAULT_START
     if not (Path(start) / "config.json").is_file() or not (Path(start) / "bootstrap.json").is_file():
         raise SystemExit(f"error: --start {start} is not a toy checkpoint folder (config.json and "

@@ -54,6 +54,7 @@ def test_deep_pool_checks_measure_the_depth_5_lemma_and_the_depth_4_lift(tmp_pat
     (("--teacher-share", "0.95", "--guide-share", "0.1"), "must leave a share >= 0"),
     (("--steps", "0"), "must be >= 1"),
     (("--deep-pool", "-1"), "--deep-pool must be >= 0"),
+    (("--depth5-sources",), "--depth5-sources needs --deep-pool N"),
 ])
 def test_bad_input_is_one_clear_error(tmp_path, args, words):
     r = _run("--out", tmp_path / "o", *args)

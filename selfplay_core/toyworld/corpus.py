@@ -245,21 +245,29 @@ def build_corpus(settings: CorpusSettings, seed: int, exclusion: Exclusion | Non
 # The teacher phase for a world with a depth-5 pool (`world.deep_pool`): more depth-4 sources,
 # and those also made harder, so the teacher has seen the lift a depth-4 lemma needs.
 DEEP_TEACHER_SOURCES = ((1, 0.15), (2, 0.3), (3, 0.3), (4, 0.25))
+# ... and depth-5 sources as well (made easier only): with DEEP_TEACHER_SOURCES a depth-5 task is
+# only ever the target of a lift, and the teacher wrote true d5->4 lemmas for 5 % of held-out
+# depth-5 sources. Depth-5 tasks of the pool stay out (the world's exclusion).
+DEPTH5_TEACHER_SOURCES = ((1, 0.1), (2, 0.2), (3, 0.2), (4, 0.25), (5, 0.25))
 
 
 def teacher_phase_settings(teacher_share: float, guide_share: float, n_examples: int,
-                           deep: bool = False) -> CorpusSettings:
+                           deep: bool = False, depth5_sources: bool = False) -> CorpusSettings:
     """The corpus of the bootstrap's teacher phase: `teacher_share` of variant pairs, the Guide's
     share, and the rest student examples in the main corpus's proportions of depths (so the
     student and the Guide are not forgotten while the teacher learns to copy with an edit).
-    `deep`: depth-4 sources made harder too (DEEP_TEACHER_SOURCES)."""
+    `deep`: depth-4 sources made harder too (DEEP_TEACHER_SOURCES); `depth5_sources` (with
+    `deep`): depth-5 sources made easier as well (DEPTH5_TEACHER_SOURCES)."""
+    if depth5_sources and not deep:
+        raise ValueError("depth-5 teacher sources need the deep teacher phase (deep=True)")
     student = 1.0 - teacher_share - guide_share
     if student < 0 or teacher_share <= 0:
         raise ValueError(f"teacher_share {teacher_share} + guide_share {guide_share} must leave a "
                          "share >= 0 for student examples, and the teacher share must be > 0")
     base = CorpusSettings().student_depth_shares
     total = sum(w for _, w in base)
-    extra = {"teacher_source_depths": DEEP_TEACHER_SOURCES, "harder_max_depth": 4} if deep else {}
+    sources = DEPTH5_TEACHER_SOURCES if depth5_sources else DEEP_TEACHER_SOURCES
+    extra = {"teacher_source_depths": sources, "harder_max_depth": 4} if deep else {}
     return CorpusSettings(n_examples=n_examples, guide_share=guide_share,
                           student_depth_shares=tuple((d, w * student / total) for d, w in base),
                           **extra)

@@ -59,6 +59,24 @@ def test_the_deep_teacher_phase_makes_depth_4_sources_harder():
     assert teacher_phase_settings(0.6, 0.09, 100) == teacher_phase_settings(0.6, 0.09, 100, deep=False)
 
 
+def test_depth_5_sources_are_made_easier_and_pool_candidates_stay_out():
+    from selfplay_core.toyworld.corpus import _draw_pair
+
+    world = build_world(0, SplitSizes(deep_pool=40))
+    ex, pool = world.exclusion(), {t.key for t in world.goalpost_pool.tasks}
+    settings = teacher_phase_settings(0.6, 0.09, 100, deep=True, depth5_sources=True)
+    rng, seen = random.Random(4), set()
+    for _ in range(300):
+        src, dst, _, direction = _draw_pair(rng, settings, ex)
+        assert src.key not in pool and dst.key not in pool
+        if src.depth == 5:
+            seen.add((direction, dst.depth))
+    # Only "easier" (an io-axis variant keeps the depth); the f axis gives the d5->4 lemma.
+    assert {d for d, _ in seen} == {"easier"} and ("easier", 4) in seen
+    with pytest.raises(ValueError, match="need the deep teacher phase"):
+        teacher_phase_settings(0.6, 0.09, 100, depth5_sources=True)
+
+
 def test_the_run_world_and_its_goalpost_key():
     plain = RunConfig()
     deep = plain.model_copy(update={"world": plain.world.model_copy(update={"deep_pool": 24})})
