@@ -5,6 +5,18 @@ from __future__ import annotations
 import sys
 
 
+def _positive(text: str) -> int:
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return n
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "study", help="run the learning study (arms x seeds, one budget) and write its table",
@@ -18,6 +30,9 @@ def register(sub) -> None:
     p.add_argument("--arms", default=None, help="comma-separated arms of the protocol (default: all)")
     p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2)")
     p.add_argument("--iterations", type=int, default=None, help="the budget per run (default 12)")
+    p.add_argument("--floor-samplings", type=_positive, default=None, metavar="N",
+                   help="samplings of the start checkpoint, the floor (default 3; seeds 0..N-1, so "
+                   "the first 3 are those of a 3-sampling study)")
     p.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
                    help="a config override for every training arm (part of the protocol)")
     p.add_argument("--configs", default="configs", help="folder of the arms' config files")
@@ -39,6 +54,8 @@ def _protocol(args):
         upd["seeds"] = tuple(int(s) for s in args.seeds.split(","))
     if args.iterations:
         upd["iterations"] = args.iterations
+    if args.floor_samplings is not None:
+        upd["final"] = {**proto.final.model_dump(), "floor_samplings": args.floor_samplings}
     if args.common:
         upd["common"] = tuple(proto.common) + tuple(args.common)
     proto = proto.model_validate({**proto.model_dump(), **upd}) if upd else proto
