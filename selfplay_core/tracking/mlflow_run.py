@@ -38,7 +38,7 @@ class RunTracker:
         self.tracking_uri = tracking_uri
         exp = self.client.get_experiment_by_name(experiment)
         exp_id = exp.experiment_id if exp else self.client.create_experiment(
-            experiment, artifact_location=artifact_location)
+            experiment, artifact_location=artifact_location or artifacts_beside(tracking_uri))
         if run_id is None:
             run = self.client.create_run(exp_id, run_name=run_name, tags=tags or {})
             self.run_id = run.info.run_id
@@ -107,6 +107,20 @@ def local_tracking_uri(root: str | None = None) -> str:
     root = os.path.abspath(root or "mlruns")
     os.makedirs(root, exist_ok=True)
     return f"sqlite:///{os.path.join(root, 'mlflow.db')}"
+
+
+def artifacts_beside(tracking_uri: str) -> str | None:
+    """Where a new experiment of a SQLite store keeps its artifacts when nobody said: the folder
+    `artifacts` beside the database file. MLflow's own default is `./mlruns` of whatever folder
+    the process happens to run in (a Prefect worker's, a test's), which parts a run's artifacts
+    from its store. None for any other store (a server decides; a file store holds its own)."""
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix):
+        return None
+    db = tracking_uri[len(prefix):].split("?", 1)[0]
+    if not db or db == ":memory:":
+        return None
+    return (Path(db).resolve().parent / "artifacts").as_uri()
 
 
 def resolve_tracking(explicit: str | None, out_dir: str) -> tuple[str, str | None]:

@@ -30,3 +30,34 @@ def test_params_metrics_tables_artifacts_and_resume(tmp_path):
     local = t2.client.download_artifacts(t.run_id, "samples/proposals.json", str(tmp_path))
     table = json.load(open(local))
     assert table["columns"] == ["extra", "p", "q"] and len(table["data"]) == 2
+
+
+def test_artifacts_beside_a_sqlite_store_by_hand(tmp_path, monkeypatch):
+    from selfplay_core.tracking.mlflow_run import artifacts_beside
+
+    monkeypatch.chdir(tmp_path)
+    assert artifacts_beside("sqlite:////srv/exp/mlflow.db") == "file:///srv/exp/artifacts"
+    assert artifacts_beside("sqlite:///rel/mlflow.db") == f"file://{tmp_path}/rel/artifacts"
+    assert artifacts_beside("sqlite:////srv/exp/mlflow.db?timeout=30") == "file:///srv/exp/artifacts"
+    for other in ("http://127.0.0.1:5000", "file:///srv/mlruns", "sqlite:///:memory:", "sqlite:///"):
+        assert artifacts_beside(other) is None
+
+
+def test_a_sqlite_store_keeps_its_artifacts_beside_it_not_in_the_working_folder(tmp_path, monkeypatch):
+    """MLflow's default artifact root is ./mlruns of the process's working folder: a Prefect worker
+    or a test running in the checkout wrote runs' artifacts there, away from their store."""
+    store, cwd = tmp_path / "store", tmp_path / "cwd"
+    store.mkdir()
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    t = RunTracker(f"sqlite:///{store / 'mlflow.db'}", "exp", run_name="r")
+    (tmp_path / "note.txt").write_text("hello")
+    t.log_artifact(str(tmp_path / "note.txt"), "notes")
+    t.finish()
+    exp = t.client.get_experiment(t.experiment_id)
+    assert exp.artifact_location == (store / "artifacts").as_uri()
+    assert (store / "artifacts" / t.run_id / "artifacts" / "notes" / "note.txt").read_text() == "hello"
+    assert list(cwd.iterdir()) == []
+    # an explicit location still wins
+    t2 = RunTracker(f"sqlite:///{store / 'mlflow.db'}", "exp2", artifact_location=(tmp_path / "a").as_uri())
+    assert t2.client.get_experiment(t2.experiment_id).artifact_location == (tmp_path / "a").as_uri()
