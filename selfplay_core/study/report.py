@@ -176,9 +176,22 @@ def figure_title(protocol: Protocol, rows: list[dict]) -> str:
 def figure(protocol: Protocol, rows: list[dict], path: str | Path) -> Path:
     """Three panels: goalpost hits (dots = seeds, bar = mean, band = the floor's range over
     samplings), held-out pass@1 and pass@8 (the start checkpoint's mean as a line)."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_figure(protocol, rows)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def draw_figure(protocol: Protocol, rows: list[dict]):
+    """The figure of `figure`, not saved."""
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     rows = [r for r in rows if r["n"]]
     base = next((r for r in rows if r["arm"] == "base"), None)
@@ -203,14 +216,18 @@ def figure(protocol: Protocol, rows: list[dict], path: str | Path) -> Path:
                       ha="right", fontsize=7)
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
+        # Counts and rates start at 0; a panel whose values are all 0 would otherwise be scaled
+        # to +-1e-17. Hits are whole goalposts: integer ticks, at least 0..1.
+        top = max([v for r in rows for v in r[key + ":values"]] + [0.0])
+        if key == "goalposts/hits":
+            ax.set_ylim(0, max(1.0, top * 1.15))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        else:
+            ax.set_ylim(0, max(0.05, top * 1.1))
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(figure_title(protocol, rows), fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return fig
 
 
 def replace_readme_section(readme: str | Path, body: str) -> bool:

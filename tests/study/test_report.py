@@ -106,3 +106,22 @@ def test_the_figure_title_says_when_a_study_was_cut_short():
     assert report.figure_title(proto, full).startswith(f"{proto.name}: {n} seeds x ")
     cut = [{"arm": "base", "n": 3}, {"arm": trained[0], "n": 1}] + [{"arm": a, "n": 0} for a in trained[1:]]
     assert report.figure_title(proto, cut).startswith(f"{proto.name}: 1 of {n} seeds run x ")
+
+
+def test_the_figure_reads_when_no_run_hit_a_goalpost(tmp_path):
+    """All-zero hits were drawn on a +-1e-17 axis (the 4 Dec depth-5-sources study): the hits
+    panel starts at 0, shows at least one goalpost, and ticks whole goalposts."""
+    proto = _protocol()
+    zero = {k: [{"seed": s, "wall_s": 60, "eval": _eval(0, [0, 0, 0, 0])} for s in (0, 1)]
+            for k in ("rlvr", "gasp")}
+    zero["base"] = [{"seed": s, "wall_s": 0, "eval": _eval(0, [0, 0, 0, 0])} for s in (0, 1, 2)]
+    rows = report.arm_rows(proto, zero)
+    fig = report.draw_figure(proto, rows)
+    hits, p1 = fig.axes[0], fig.axes[1]
+    assert hits.get_ylim() == (0.0, 1.0)
+    assert all(float(t).is_integer() for t in hits.get_yticks())
+    assert p1.get_ylim()[0] == 0.0 and p1.get_ylim()[1] >= 0.05
+    # with hits, the axis covers the largest value
+    rows = report.arm_rows(proto, _results())
+    top = max(v for r in rows for v in r["goalposts/hits:values"])
+    assert report.draw_figure(proto, rows).axes[0].get_ylim()[1] >= top
