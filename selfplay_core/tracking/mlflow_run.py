@@ -129,12 +129,10 @@ def resolve_tracking(explicit: str | None, out_dir: str) -> tuple[str, str | Non
     An explicit URI wins; else MLflow's own MLFLOW_TRACKING_URI (what `selfplay serve` and the
     compose file give workers, so runs triggered from the Prefect UI land in the served MLflow;
     the server then decides where artifacts go); else the local SQLite store under
-    out_dir/mlruns with artifacts beside it."""
-    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or None
-    if uri:
-        return uri, None
-    root = os.path.join(out_dir, "mlruns")
-    return local_tracking_uri(root), Path(root, "artifacts").resolve().as_uri()
+    out_dir/mlruns. A SQLite store keeps its artifacts beside it (`artifacts_beside`)."""
+    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or local_tracking_uri(
+        os.path.join(out_dir, "mlruns"))
+    return uri, artifacts_beside(uri)
 
 
 def temp_artifact_dir() -> str:
