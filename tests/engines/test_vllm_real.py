@@ -289,11 +289,14 @@ def test_two_gasp_iterations_sync_every_server_survive_a_kill_and_resume(servers
     client = MlflowClient(summary.tracking_uri)
     run = client.get_run(summary.run_id)
     assert run.info.status == "FINISHED" and run.data.tags["engine"] == "vllm"
-    # The first PPO epoch of every update scored the servers' own samples: no mismatch.
+    # The first PPO epoch of every update scored the servers' own samples: no mismatch. An
+    # iteration whose groups all scored alike has no update (and no push); which iterations
+    # those are depends on what the servers sampled, which a loaded CPU can change.
+    updated = sorted(m.step for m in client.get_metric_history(summary.run_id,
+                                                               "engine/weight_version"))
+    assert updated and set(updated) <= {1, 2}, updated
     for key in ("mismatch/logprob_abs_diff_max", "mismatch/ratio_max"):
         hist = sorted((m.step, m.value) for m in client.get_metric_history(summary.run_id, key))
-        assert [s for s, _ in hist] == [1, 2], (key, hist)
+        assert [s for s, _ in hist] == updated, (key, hist, updated)
     gaps = [m.value for m in client.get_metric_history(summary.run_id, "mismatch/logprob_abs_diff_max")]
     assert max(gaps) < TOL, gaps
-    versions = client.get_metric_history(summary.run_id, "engine/weight_version")
-    assert sorted(m.step for m in versions) == [1, 2]
