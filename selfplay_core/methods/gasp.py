@@ -8,6 +8,10 @@ GASP x Guide (`method.guide`, no anchor paper has it): SGS's frozen Guide judges
 lemma and lift against its goalpost; an in-band reward is multiplied by the normalised Guide
 score (`guide.score`: R_guide / 8, or relevance / 5) (`rewards.guided_band`), and with
 `guide.gate` a proposal scored below the gate does not reach the student.
+
+GASP x code relevance (`method.code_relevance`): the same scaling and gate with a judge that reads
+code alone, the line similarity of a proposal's program to its parent's (goalpost for a lemma,
+lemma for a lift) (`code_relevance.py`): no model, no world oracle.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from selfplay_core import rewards
 from selfplay_core import stages as S
+from selfplay_core.code_relevance import line_similarity, relevance_weight
 from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
 from selfplay_core.methods.base import Method, MethodConfig, register
 from selfplay_core.methods.guide_judge import (GASPGuideConfig, guide_weight, judge_proposals, load_guide,
@@ -37,6 +42,18 @@ class DynamicGoalpostsConfig(BaseModel):
     solved_checks: int = Field(2, ge=1)
 
 
+class CodeRelevanceConfig(BaseModel):
+    """GASP x code relevance: an in-band reward times line_similarity(parent, proposal) ** power
+    (0 for a program that only copies its parent's lines); a proposal whose similarity is below
+    `gate`, or a copy, does not reach the student (its teacher reward is unchanged by the gate)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    power: float = Field(1.0, gt=0)
+    reward: Literal["multiply", "none"] = "multiply"
+    gate: float | None = Field(None, ge=0, le=1)
+
+
 class GASPConfig(MethodConfig):
     name: Literal["gasp"] = "gasp"
     goalposts_per_iteration: int = Field(8, ge=1)
@@ -51,10 +68,19 @@ class GASPConfig(MethodConfig):
     dynamic_goalposts: DynamicGoalpostsConfig | None = None
     # GASP x Guide: a frozen Guide scales the band reward and can gate the student batch.
     guide: GASPGuideConfig | None = None
+    # GASP x code relevance: the parent's program judges, not a model.
+    code_relevance: CodeRelevanceConfig | None = None
 
     def check(self, run) -> None:
         if self.guide is not None:
             self.guide.check(run, "method.guide")
+
+    @model_validator(mode="after")
+    def _one_judge(self):
+        if self.guide is not None and self.code_relevance is not None:
+            raise ValueError("method.guide and method.code_relevance both scale the band reward: "
+                             "set one of them")
+        return self
 
     @model_validator(mode="after")
     def _bands(self):
@@ -93,17 +119,18 @@ class BandReward:
 
 @dataclass(frozen=True)
 class GuidedBandReward:
-    """GASP x Guide: the band reward of each accepted proposal, an in-band value times its
-    normalised Guide score (stored by `GuidedRound.score` in `p.extra["guide_weight"]`)."""
+    """GASP x Guide / x code relevance: the band reward of each accepted proposal, an in-band
+    value times its judge's weight in [0, 1] (stored by the round's `score` in `p.extra[key]`)."""
 
     band: BandReward
     multiply: bool = True
+    key: str = "guide_weight"
 
     def __call__(self, ctx, accepted: list[Proposal]) -> list[float]:
         base = self.band(ctx, accepted)
         if not self.multiply:
             return base
-        return [rewards.guided_band(r, p.extra["guide_weight"]) for r, p in zip(base, accepted)]
+        return [rewards.guided_band(r, p.extra[self.key]) for r, p in zip(base, accepted)]
 
     def metrics(self, accepted: list[Proposal]) -> dict[str, float]:
         return self.band.metrics(accepted)
@@ -132,6 +159,7 @@ class GuidedRound(DescribedRound):
         for p in acc:
             p.extra["guide_weight"] = guide_weight(p.extra["guide"], self.weight_of)
             p.extra["guide_gated"] = self.gate is not None and p.extra["guide_weight"] < self.gate
+            p.extra["gated"] = p.extra["guide_gated"]
         if acc and self.gate is not None:
             log.add(**{f"guide/{self.kind}/gated": sum(p.extra["guide_gated"] for p in acc) / len(acc)})
         S.score(ctx, proposals, self.reward, log)
@@ -140,6 +168,32 @@ class GuidedRound(DescribedRound):
         S.fidelity(ctx, proposals, log)
         acc = [p for p in proposals if p.accepted]
         oracle_accuracy(ctx, acc, self.targets(ctx, acc), log, self.kind)
+
+
+class CodeRelevanceRound(DescribedRound):
+    """A lemma or lift round whose accepted proposals are judged by their program's line
+    similarity to their parent's (the anchor's code) before the band reward is scored."""
+
+    def __init__(self, kind, anchors, direction, per_anchor, band: BandReward, config: CodeRelevanceConfig):
+        super().__init__(kind, anchors, direction, per_anchor,
+                         GuidedBandReward(band, multiply=config.reward == "multiply", key="code_weight"))
+        self.config = config
+
+    def score(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
+        c = self.config
+        acc = [p for p in proposals if p.accepted]
+        for p in acc:
+            sim = line_similarity(p.anchor.code, p.parsed.code)
+            p.extra["code_similarity"] = sim
+            p.extra["code_weight"] = relevance_weight(p.anchor.code, p.parsed.code, c.power)
+            # a copy of its parent (weight 0) is no variant either: it does not reach the student
+            p.extra["gated"] = c.gate is not None and (sim < c.gate or p.extra["code_weight"] == 0.0)
+        if acc:
+            log.add(**{f"teacher/{self.kind}/code_similarity":
+                       sum(p.extra["code_similarity"] for p in acc) / len(acc)})
+            if c.gate is not None:
+                log.add(**{f"teacher/{self.kind}/code_gated": sum(p.extra["gated"] for p in acc) / len(acc)})
+        S.score(ctx, proposals, self.reward, log)
 
 
 # Kinds of GASP proposals an earlier iteration's buffer holds (student.replay_tasks_per_iteration).
@@ -152,6 +206,8 @@ class GASP(Method):
 
     def round(self, kind, anchors, direction, band: BandReward) -> DescribedRound:
         c = self.config
+        if c.code_relevance is not None:
+            return CodeRelevanceRound(kind, anchors, direction, c.proposals_per_anchor, band, c.code_relevance)
         if c.guide is None:
             return DescribedRound(kind, anchors, direction, c.proposals_per_anchor, band)
         return GuidedRound(kind, anchors, direction, c.proposals_per_anchor, band, self.guide, c.guide)
@@ -223,8 +279,7 @@ class GASP(Method):
             log.add(**{"goalposts/dynamic/active": len(ms["active"]),
                        "goalposts/dynamic/retired": len(ms["retired"]),
                        "goalposts/dynamic/promoted": len(ms["promoted"])})
-        if self.config.guide is not None and self.config.guide.gate is not None:
-            proposals = [p for p in proposals if not p.extra.get("guide_gated")]
+        proposals = [p for p in proposals if not p.extra.get("gated")]  # a judge's gate
         student = S.student_tasks(ctx, proposals, log)
         if ctx.config.student.replay_tasks_per_iteration:
             student += call("solve_replay", S.solve_replay_tasks, ctx, REPLAY_KINDS, log)

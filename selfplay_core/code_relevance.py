@@ -1,0 +1,55 @@
+"""How near a proposal's program is to the program it was written from, read from the code alone
+(no world oracle, no model): the Dice similarity of their lines, 2 * LCS / (n + m), where LCS is
+the longest common subsequence of normalised lines (stripped; blank and comment-only lines
+dropped). 1.0 = the same lines in the same order; a one-line edit of an n-line program scores
+2(n - 1) / (2n - 1) (a line removed or added) or (n - 1) / n (a line changed).
+
+Why lines: an easier or harder variant of a program keeps most of its statements; a proposal that
+drifts (changes constants, reorders, drops several steps) keeps fewer. GASP x code relevance
+(`method.code_relevance`) scales the in-band teacher reward by it and can gate the student batch.
+"""
+
+from __future__ import annotations
+
+MAX_LINES = 400  # LCS is O(n m): longer programs are compared on their first MAX_LINES lines
+
+
+def code_lines(code: str) -> list[str]:
+    out = []
+    for line in code.splitlines():
+        s = line.strip()
+        if s and not s.startswith("#"):
+            out.append(s)
+    return out[:MAX_LINES]
+
+
+def lcs_length(a: list[str], b: list[str]) -> int:
+    """Longest common subsequence of two line lists (one DP row at a time)."""
+    if not a or not b:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        row = [0]
+        for j, y in enumerate(b):
+            row.append(prev[j] + 1 if x == y else max(prev[j + 1], row[j]))
+        prev = row
+    return prev[-1]
+
+
+def line_similarity(source: str, proposal: str) -> float:
+    """Dice similarity of the two programs' normalised lines, in [0, 1] (0 if either is empty)."""
+    a, b = code_lines(source), code_lines(proposal)
+    if not a or not b:
+        return 0.0
+    return 2.0 * lcs_length(a, b) / (len(a) + len(b))
+
+
+def relevance_weight(source: str, proposal: str, power: float = 1.0) -> float:
+    """The weight an in-band reward is scaled by: line_similarity ** power, and 0 for a program
+    with exactly the source's lines (no edit is no variant: a copied lemma would otherwise earn
+    a lift its lemma's pass rate at full weight)."""
+    if power <= 0:
+        raise ValueError(f"power must be > 0, got {power!r}")
+    if code_lines(source) == code_lines(proposal):
+        return 0.0
+    return line_similarity(source, proposal) ** power
