@@ -145,6 +145,17 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
              "proposal, the depth of an on-path lift)",
         diagnostics=("teacher/lemma/true_variant", "teacher/lift/true_variant",
                      "guide/lemma/accuracy/relevance", "guide/lemma/gated", "guide/lift/gated")),
+    # Added 4 Dec 2026 after GASP on the six-seed deep pool (1.2 % of its lemmas true one-step
+    # variants; its lemmas drift from the goalpost's program: constants changed, two steps
+    # dropped), before any run of it: a judge that reads code alone, no model, no oracle.
+    Arm(name="gasp-code-relevance", label="GASP x code relevance",
+        config="tiny-cpu.yaml", overrides=("method.code_relevance={power: 4, gate: 0.85}",),
+        kind="ablation",
+        note="GASP; in-band rewards times (line similarity of the proposal's program to its "
+             "parent's)^4, proposals below similarity 0.85 (or copies) kept from the student",
+        diagnostics=("teacher/lemma/true_variant", "teacher/lift/true_variant",
+                     "teacher/lemma/code_similarity", "teacher/lemma/code_gated",
+                     "teacher/lift/code_gated")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
