@@ -224,7 +224,8 @@ def draw_figure(protocol: Protocol, rows: list[dict]):
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         else:
             ax.set_ylim(0, max(0.05, top * 1.1))
-    axes[0].legend(fontsize=7, loc="upper left")
+    if axes[0].get_legend_handles_labels()[0]:  # the floor's line; a study without base has none
+        axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(figure_title(protocol, rows), fontsize=9)
     fig.tight_layout()
     return fig

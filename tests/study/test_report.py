@@ -125,3 +125,16 @@ def test_the_figure_reads_when_no_run_hit_a_goalpost(tmp_path):
     rows = report.arm_rows(proto, _results())
     top = max(v for r in rows for v in r["goalposts/hits:values"])
     assert report.draw_figure(proto, rows).axes[0].get_ylim()[1] >= top
+
+
+def test_a_study_without_the_base_arm_draws_no_empty_legend(recwarn):
+    """A study of one trained arm (compared later with another study's floor) has no floor
+    line: the hits panel gets no legend, and matplotlib no 'no artists' warning."""
+    proto = _protocol().select(["gasp"])
+    rows = report.arm_rows(proto, {"gasp": [{"seed": s, "wall_s": 60, "eval": _eval(1, [1, 2])}
+                                            for s in (0, 1)]})
+    fig = report.draw_figure(proto, rows)
+    assert fig.axes[0].get_legend() is None
+    assert not [w for w in recwarn if "legend" in str(w.message)]
+    with_base = report.draw_figure(_protocol(), report.arm_rows(_protocol(), _results()))
+    assert [t.get_text() for t in with_base.axes[0].get_legend().get_texts()] == ["start checkpoint (floor)"]
