@@ -40,6 +40,10 @@ def register(sub) -> None:
     p.add_argument("--report-only", action="store_true",
                    help="only rebuild the table/figure/markdown from the saved evaluations "
                    "(and log them as a new MLflow study run)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                   help="one report from these study folders (same start checkpoint, budget, "
+                   "overrides, final evaluation and goalposts; each arm from one folder) into a "
+                   "new --out; --arms orders the rows")
     p.add_argument("--readme", default=None, help="README whose study section to regenerate")
     p.add_argument("--list", action="store_true", help="print the protocol's arms and exit")
     p.set_defaults(func=run)
@@ -69,11 +73,12 @@ def run(args) -> int:
     from selfplay_cli._common import CLIError
     from selfplay_core.config import ConfigError
     from selfplay_core.study import runner
-    from selfplay_core.study.report import replace_readme_section
 
     os.environ.setdefault("DO_NOT_TRACK", "true")
     os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.merge:
+        return _merge(args)
     try:
         proto = _protocol(args)
     except ValueError as e:
@@ -101,9 +106,40 @@ def run(args) -> int:
         print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
     except (ConfigError, runner.StudyError) as e:
         raise CLIError(str(e)) from None
+    return _print_report(rep, out, args.readme)
+
+
+def _print_report(rep: dict, out, readme: str | None) -> int:
+    from selfplay_core.study.report import replace_readme_section
+
     print(rep["markdown"])
     print(f"study folder: {out} (study.md, study.png, table.json)")
-    if args.readme:
-        changed = replace_readme_section(args.readme, rep["markdown"])
-        print(f"{args.readme}: study section {'updated' if changed else 'unchanged'}")
+    if readme:
+        changed = replace_readme_section(readme, rep["markdown"])
+        print(f"{readme}: study section {'updated' if changed else 'unchanged'}")
     return 0
+
+
+def _merge(args) -> int:
+    from pathlib import Path
+
+    from selfplay_cli._common import CLIError
+    from selfplay_core.study import runner
+    from selfplay_core.study.merge import MergeError, merge_into
+
+    given = [f for f, v in (("--seeds", args.seeds), ("--iterations", args.iterations),
+                            ("--floor-samplings", args.floor_samplings), ("--set", args.common),
+                            ("--new", args.new), ("--report-only", args.report_only),
+                            ("--list", args.list)) if v]
+    if given:
+        raise CLIError(f"--merge takes the settings of the folders it merges; drop {', '.join(given)}")
+    out = Path(args.out)
+    try:
+        proto = merge_into([Path(f) for f in args.merge], out,
+                           [a.strip() for a in args.arms.split(",")] if args.arms else None)
+        rep = runner.report_and_log(proto, out, command="selfplay study " + " ".join(sys.argv[2:])
+                                    if sys.argv[1:2] == ["study"] else None)
+    except MergeError as e:
+        raise CLIError(str(e)) from None
+    print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
+    return _print_report(rep, out, args.readme)
