@@ -156,7 +156,9 @@ def comparisons(rows: list[dict], ks=(1, 8)) -> list[str]:
                     (f"heldout/pass@{k}", f"pass@{k}") for k in ks]:
                 s = separated(r[key + ":values"], by[ref][key + ":values"])
                 parts.append(f"{label} {words[s]} {name}")
-        out.append(f"* {r['label']}: " + "; ".join(parts))
+        out.append(f"* {r['label']}: " + ("; ".join(parts) if parts else
+                   "no floor or RLVR in this study to compare with (`selfplay study --merge` "
+                   "joins it to a study that has them)"))
     return out
 
 

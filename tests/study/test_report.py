@@ -138,3 +138,11 @@ def test_a_study_without_the_base_arm_draws_no_empty_legend(recwarn):
     assert not [w for w in recwarn if "legend" in str(w.message)]
     with_base = report.draw_figure(_protocol(), report.arm_rows(_protocol(), _results()))
     assert [t.get_text() for t in with_base.axes[0].get_legend().get_texts()] == ["start checkpoint (floor)"]
+
+
+def test_an_arm_with_nothing_to_compare_with_says_so():
+    proto = _protocol().select(["gasp"])
+    rows = report.arm_rows(proto, {"gasp": [{"seed": 0, "wall_s": 60, "eval": _eval(1, [1, 2])}]})
+    assert report.comparisons(rows) == [
+        "* GASP: no floor or RLVR in this study to compare with (`selfplay study --merge` joins "
+        "it to a study that has them)"]
