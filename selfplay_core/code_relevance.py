@@ -53,3 +53,35 @@ def relevance_weight(source: str, proposal: str, power: float = 1.0) -> float:
     if code_lines(source) == code_lines(proposal):
         return 0.0
     return line_similarity(source, proposal) ** power
+
+
+EDIT_CLASSES = ("same_lines", "one_constant", "one_line_changed", "one_line_moved",
+                "one_line_dropped", "one_line_added", "two_to_four_edits", "further")
+
+
+def edit_class(reference: str, program: str) -> str:
+    """How a program differs from a reference, in line edits (LCS): the same lines; one line
+    changed only in its numbers (a constant slip); one line changed otherwise; one line moved
+    (the same lines, one out of order); one dropped; one added; 2-4 lines dropped or added in
+    all; more."""
+    import re
+
+    a, b = code_lines(reference), code_lines(program)
+    common = lcs_length(a, b)
+    missing, extra = len(a) - common, len(b) - common
+    if missing == extra == 0:
+        return "same_lines"
+    if missing == extra == 1:
+        gone = [x for x in a if x not in b]
+        new = [x for x in b if x not in a]
+        if not gone and not new:
+            return "one_line_moved"
+        digits = re.compile(r"\d+")
+        if len(gone) == len(new) == 1 and digits.sub("#", gone[0]) == digits.sub("#", new[0]):
+            return "one_constant"
+        return "one_line_changed"
+    if (missing, extra) == (1, 0):
+        return "one_line_dropped"
+    if (missing, extra) == (0, 1):
+        return "one_line_added"
+    return "two_to_four_edits" if missing + extra <= 4 else "further"

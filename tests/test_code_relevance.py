@@ -52,3 +52,19 @@ def test_the_weight_is_a_power_of_the_similarity_and_zero_for_a_copy():
     assert relevance_weight(GOAL, GOAL.replace("    ", "  ")) == 0.0
     with pytest.raises(ValueError, match="power"):
         relevance_weight(GOAL, ONE_REMOVED, power=0)
+
+
+@pytest.mark.parametrize("program, expected", [
+    (GOAL.replace("    ", "  "), "same_lines"),
+    (CHANGED, "one_constant"),                                       # v < 7 -> v < 9
+    (GOAL.replace("v % 9", "v * 9"), "one_line_changed"),            # another operation
+    (ONE_REMOVED, "one_line_dropped"),
+    (GOAL.replace("    return x", "    x = x[::-1]\n    return x"), "one_line_added"),
+    (DRIFTED, "two_to_four_edits"),                                  # 2 dropped + 1 added
+    (REORDERED, "one_line_moved"),                                   # two steps swapped
+    ("def f(x):\n    return 0\n", "further"),                        # 5 dropped + 1 added
+])
+def test_edit_classes(program, expected):
+    from selfplay_core.code_relevance import edit_class
+
+    assert edit_class(GOAL, program) == expected

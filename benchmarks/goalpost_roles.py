@@ -1,0 +1,124 @@
+"""Both roles of one checkpoint on its frontier goalposts, against other tasks of the pool (toy
+world; the oracle grades, a diagnostic): as teacher, the share of lemma proposals that are
+faithful and true one-step variants, and their line similarity to the goalpost's program; as
+student, how its failed programs differ from the reference, in line edits.
+
+    python benchmarks/goalpost_roles.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240]
+        [--proposals 3] [--others 111] [--samples 16]
+
+GOALPOSTS_JSON is a study folder's `goalposts.json` (a list of ids of the toy world's goalpost
+pool) or a mined set (a checkpoint's `goalposts.json`, its `ids`); the other tasks are pool tasks
+of the deepest depth outside it, drawn with --seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def teacher_rows(engine, executor, groups: dict, temperature: float, max_new_tokens: int) -> list[str]:
+    from selfplay_core.code_relevance import line_similarity
+    from selfplay_core.toyworld.role_quality import teacher_quality
+
+    rows = ["| lemma sources | proposals | valid | faithful | true one-step variant | line similarity to the source (valid) |",
+            "|---|---|---|---|---|---|"]
+    for name, sources in groups.items():
+        q, valid = teacher_quality(engine, executor, sources, "easier", name, temperature,
+                                   seed=5, max_new_tokens=max_new_tokens)
+        sims = [line_similarity(src.program(), p.code) for src, p, _ in valid]
+        s = q.shares()
+        sim = f"{sum(sims) / len(sims):.2f}" if sims else "-"
+        rows.append(f"| {name} | {s['prompts']} | {s['valid']:.2f} | {s['faithful']:.2f} | "
+                    f"{s['true_variant']:.3f} | {sim} |")
+    return rows
+
+
+def student_rows(engine, executor, problems, tasks, n: int, temperature: float,
+                 max_new_tokens: int) -> list[str]:
+    from selfplay_core.code_relevance import EDIT_CLASSES, edit_class
+    from selfplay_core.engines.base import SamplingParams
+    from selfplay_core.roles.student import parse_student
+    from selfplay_core.solve import solve
+
+    res = solve(engine, executor, problems, n, SamplingParams(temperature=temperature, seed=11,
+                                                               max_new_tokens=max_new_tokens))
+    count = collections.Counter()
+    for r, task in zip(res, tasks):
+        for comp, ok in zip(r.completions, r.passed):
+            if ok:
+                count["passed"] += 1
+                continue
+            ans = parse_student(comp.text, "def f(x):", "f")
+            code = getattr(ans, "code", None)
+            count[edit_class(task.program(), code) if code else "unparsed"] += 1
+    failed = sum(count[c] for c in EDIT_CLASSES)
+    rows = [f"student, {n} samples on each of {len(problems)} goalposts at T = {temperature}: "
+            f"{count['passed']} pass, {count['unparsed']} unparsed, {failed} failed programs:", "",
+            "| failed program vs reference | programs | share |", "|---|---|---|"]
+    rows += [f"| {c} | {count[c]} | {count[c] / max(1, failed):.2f} |" for c in EDIT_CLASSES]
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", type=Path, help="checkpoint folder (HF format)")
+    ap.add_argument("goalposts", type=Path, help="a study folder's goalposts.json")
+    ap.add_argument("--deep-pool", type=int, default=0, help="the world's world.deep_pool (0: default world)")
+    ap.add_argument("--world-seed", type=int, default=0)
+    ap.add_argument("--proposals", type=int, default=3, help="lemma proposals per goalpost")
+    ap.add_argument("--others", type=int, default=111, help="other pool tasks, one proposal each")
+    ap.add_argument("--samples", type=int, default=16, help="student samples per goalpost")
+    ap.add_argument("--teacher-temperature", type=float, default=0.4)
+    ap.add_argument("--student-temperature", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if not (args.model / "config.json").is_file():
+        ap.error(f"{args.model}: not a checkpoint folder (no config.json)")
+    try:
+        ids = json.loads(args.goalposts.read_text())
+    except (OSError, ValueError) as e:
+        ap.error(f"{args.goalposts}: not a goalposts.json ({e})")
+    if isinstance(ids, dict):   # a mined set (selfplay-goalposts/1): its ids
+        ids = ids.get("ids")
+    if not isinstance(ids, list) or not all(isinstance(g, str) for g in ids):
+        ap.error(f"{args.goalposts}: expected a list of goalpost ids or a mined set with 'ids'")
+
+    import torch
+
+    from selfplay_core.engines.hf import HFEngine
+    from selfplay_core.sandbox import Executor, SandboxConfig
+    from selfplay_core.toyworld.splits import SplitSizes, build_world
+
+    torch.set_num_threads(1)
+    world = build_world(args.world_seed, SplitSizes(deep_pool=args.deep_pool))
+    pool = world.goalpost_pool
+    tasks = dict(zip([p.id for p in pool.problems], pool.tasks))
+    problems = {p.id: p for p in pool.problems}
+    unknown = [g for g in ids if g not in tasks]
+    if unknown:
+        ap.error(f"{args.goalposts}: {len(unknown)} ids are not in this world's goalpost pool "
+                 f"(e.g. {unknown[0]}); check --deep-pool and --world-seed")
+    deepest = max(t.depth for t in tasks.values())
+    others = [t for i, t in tasks.items() if t.depth == deepest and i not in set(ids)]
+    others = random.Random(args.seed).sample(others, min(args.others, len(others)))
+    engine = HFEngine(str(args.model), batch_size=64)
+    with Executor(SandboxConfig(workers=2)) as ex:
+        groups = {f"its {len(ids)} goalposts x {args.proposals}": [tasks[g] for g in ids for _ in range(args.proposals)],
+                  f"{len(others)} other depth-{deepest} pool tasks": others}
+        print("\n".join(teacher_rows(engine, ex, groups, args.teacher_temperature, 256)))
+        print()
+        print("\n".join(student_rows(engine, ex, [problems[g] for g in ids], [tasks[g] for g in ids],
+                                     args.samples, args.student_temperature, 256)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

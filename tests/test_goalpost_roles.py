@@ -1,0 +1,37 @@
+"""benchmarks/goalpost_roles.py end to end on the committed toy checkpoint and its shipped
+goalpost set: every proposal and every student sample is counted once in its table (the counts
+are the flags'), and a goalpost file of another world is one clear error before sampling."""
+
+import json
+import re
+
+from tests.support.scripts import run_benchmark
+
+
+def test_both_roles_are_counted_on_the_shipped_goalposts(tmp_path):
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    ids = json.loads((ASSET_DIR / "goalposts.json").read_text())["ids"]   # the mined set
+    r = run_benchmark("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--proposals", 2, "--others", 5,
+                      "--samples", 3, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout
+    assert re.search(rf"\| its {len(ids)} goalposts x 2 \| {2 * len(ids)} \|", out), out
+    assert re.search(r"\| 5 other depth-\d pool tasks \| 5 \|", out), out
+    head = re.search(r"(\d+) pass, (\d+) unparsed, (\d+) failed programs", out)
+    assert head and sum(map(int, head.groups())) == 3 * len(ids), out
+    classes = [int(m) for m in re.findall(r"^\| [a-z_]+ \| (\d+) \| [\d.]+ \|$", out, re.M)]
+    assert sum(classes) == int(head.group(3))
+
+
+def test_goalposts_of_another_world_are_one_clear_error(tmp_path):
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    path = tmp_path / "goalposts.json"
+    path.write_text(json.dumps(["toy/goalpost_pool/d5/9999"]))
+    r = run_benchmark("goalpost_roles.py", ASSET_DIR, path, timeout=300)
+    assert r.returncode == 2 and "not in this world's goalpost pool" in r.stderr
+    assert "Traceback" not in r.stderr
+    path.write_text(json.dumps({"ids": 3}))
+    r = run_benchmark("goalpost_roles.py", ASSET_DIR, path, timeout=300)
+    assert r.returncode == 2 and "expected a list of goalpost ids" in r.stderr
