@@ -17,16 +17,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from selfplay_core.engines.gpu_config import QWEN25_CODER, BatchShape, GPUConfig, resolve_plan
+from selfplay_core.config_errors import ConfigError  # noqa: F401 (re-exported)
 from selfplay_core.methods import MethodConfig, registered
 from selfplay_core.rl.config import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
 from selfplay_core.storage.config import parse_uri
 
 log = logging.getLogger(__name__)
-
-
-class ConfigError(ValueError):
-    """A bad configuration; the message names the file and key."""
 
 
 class _Frozen(BaseModel):

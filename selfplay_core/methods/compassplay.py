@@ -41,6 +41,7 @@ from typing import Literal
 from pydantic import Field
 
 from selfplay_core import stages as S
+from selfplay_core.config_errors import ConfigError
 from selfplay_core.methods.base import EstimatorName, Method, MethodConfig, register
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.problems import Problem
@@ -182,7 +183,8 @@ class CompassPlay(Method):
         pool = ctx.real_tasks if c.reference == "real" else ctx.goalposts
         by_id = {p.id: p for p in pool}
         if not by_id:
-            raise ValueError(f"method compassplay: reference {c.reference!r} has no tasks in this world")
+            raise ConfigError(f"method.reference: {c.reference!r} has no tasks in this world "
+                              "(compassplay); use the other reference (real or goalposts)")
         ids = st.get("reference_ids") or sorted(random.Random(f"compass-ref:{ctx.config.seed}").sample(
             sorted(by_id), min(c.reference_tasks, len(by_id))))
         st["reference_ids"] = ids

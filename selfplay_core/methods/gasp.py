@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from selfplay_core import rewards
 from selfplay_core import stages as S
 from selfplay_core.code_relevance import line_similarity, relevance_weight
+from selfplay_core.config_errors import ConfigError
 from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
 from selfplay_core.methods.base import Method, MethodConfig, register
 from selfplay_core.methods.guide_judge import (GASPGuideConfig, guide_weight, judge_proposals, load_guide,
@@ -196,6 +197,17 @@ class CodeRelevanceRound(DescribedRound):
         S.score(ctx, proposals, self.reward, log)
 
 
+def _check_references(goalposts) -> None:
+    """Code relevance compares a lemma's program with its goalpost's: a goalpost without a
+    reference program would zero every lemma's reward, so the run stops before it starts."""
+    missing = [g.id for g in goalposts if not (g.metadata or {}).get("reference")]
+    if missing:
+        raise ConfigError(f"method.code_relevance: {len(missing)} of {len(goalposts)} goalposts have "
+                          f"no reference program (e.g. {missing[0]}); it compares each lemma's "
+                          "program with its goalpost's: use goalposts with reference solutions or "
+                          "drop method.code_relevance")
+
+
 # Kinds of GASP proposals an earlier iteration's buffer holds (student.replay_tasks_per_iteration).
 REPLAY_KINDS = ("lemma", "lift", "medium", "hard")
 
@@ -229,6 +241,8 @@ class GASP(Method):
     def setup(self, ctx) -> None:
         if self.config.guide is not None:
             self.guide = load_guide(ctx, self.config.guide)
+        if self.config.code_relevance is not None:
+            _check_references(ctx.goalposts)
         if self.config.dynamic_goalposts is not None and "dynamic_goalposts" not in ctx.state.method_state:
             ctx.state.method_state["dynamic_goalposts"] = DynamicState(
                 active=[g.id for g in ctx.goalposts],

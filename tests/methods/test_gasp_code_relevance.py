@@ -68,3 +68,16 @@ def test_gasp_rounds_use_the_code_judge_and_one_judge_at_most():
         load_config(None, ["method.code_relevance={power: 4}", "method.guide={gate: 0.5}"])
     with pytest.raises(Exception, match="power"):
         load_config(None, ["method.code_relevance={power: 0}"])
+
+
+def test_goalposts_without_a_reference_program_stop_the_run_before_it_starts():
+    from selfplay_core.config import ConfigError
+
+    cfg = load_config(None, ["method.code_relevance={power: 4}"])
+    ctx = RunContext(cfg)
+    ctx.goalposts = [Problem("lcb/1", "call", [], entry_point="f", metadata={"reference": GOAL.program()}),
+                     Problem("lcb/2", "call", [], entry_point="f")]
+    with pytest.raises(ConfigError, match=r"1 of 2 goalposts have no reference program \(e.g. lcb/2\)"):
+        GASP(cfg.method).setup(ctx)
+    ctx.goalposts = ctx.goalposts[:1]
+    GASP(cfg.method).setup(ctx)    # every goalpost has one: no error
