@@ -107,7 +107,8 @@ def main(argv=None) -> int:
         ap.error(f"{args.goalposts}: {len(unknown)} ids are not in this world's goalpost pool "
                  f"(e.g. {unknown[0]}); check --deep-pool and --world-seed")
     deepest = max(t.depth for t in tasks.values())
-    others = [t for i, t in tasks.items() if t.depth == deepest and i not in set(ids)]
+    chosen = set(ids)
+    others = [t for i, t in tasks.items() if t.depth == deepest and i not in chosen]
     others = random.Random(args.seed).sample(others, min(args.others, len(others)))
     engine = HFEngine(str(args.model), batch_size=64)
     with Executor(SandboxConfig(workers=2)) as ex:

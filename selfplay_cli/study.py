@@ -88,7 +88,7 @@ def run(args) -> int:
             print(f"{a.name:<20} {a.kind:<10} {a.config or '-':<28} {' '.join(a.overrides)}")
         return 0
     out = Path(args.out)
-    command = "selfplay study " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["study"] else None
+    command = _command()
     try:
         for a in proto.arms:  # every config loads before the first run starts
             if a.trains:
@@ -107,6 +107,11 @@ def run(args) -> int:
     except (ConfigError, runner.StudyError) as e:
         raise CLIError(str(e)) from None
     return _print_report(rep, out, args.readme)
+
+
+def _command() -> str | None:
+    """The command as typed, for the report (None when called other than as `selfplay study`)."""
+    return "selfplay study " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["study"] else None
 
 
 def _print_report(rep: dict, out, readme: str | None) -> int:
@@ -137,8 +142,7 @@ def _merge(args) -> int:
     try:
         proto = merge_into([Path(f) for f in args.merge], out,
                            [a.strip() for a in args.arms.split(",")] if args.arms else None)
-        rep = runner.report_and_log(proto, out, command="selfplay study " + " ".join(sys.argv[2:])
-                                    if sys.argv[1:2] == ["study"] else None)
+        rep = runner.report_and_log(proto, out, command=_command())
     except MergeError as e:
         raise CLIError(str(e)) from None
     print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)

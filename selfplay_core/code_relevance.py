@@ -44,15 +44,14 @@ def line_similarity(source: str, proposal: str) -> float:
     return 2.0 * lcs_length(a, b) / (len(a) + len(b))
 
 
-def relevance_weight(source: str, proposal: str, power: float = 1.0) -> float:
-    """The weight an in-band reward is scaled by: line_similarity ** power, and 0 for a program
-    with exactly the source's lines (no edit is no variant: a copied lemma would otherwise earn
-    a lift its lemma's pass rate at full weight)."""
+def relevance_weight(similarity: float, power: float = 1.0) -> float:
+    """The weight an in-band reward is scaled by, from `line_similarity`: similarity ** power, and
+    0 at similarity 1.0, which is exactly a program with the source's lines (2 LCS = n + m only
+    when both are the LCS): no edit is no variant, and a copied lemma would otherwise earn a
+    lift its lemma's pass rate at full weight."""
     if power <= 0:
         raise ValueError(f"power must be > 0, got {power!r}")
-    if code_lines(source) == code_lines(proposal):
-        return 0.0
-    return line_similarity(source, proposal) ** power
+    return 0.0 if similarity >= 1.0 else similarity ** power
 
 
 EDIT_CLASSES = ("same_lines", "one_constant", "one_line_changed", "one_line_moved",

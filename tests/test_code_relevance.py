@@ -46,12 +46,13 @@ def test_lcs_of_line_lists():
 
 
 def test_the_weight_is_a_power_of_the_similarity_and_zero_for_a_copy():
-    assert relevance_weight(GOAL, ONE_REMOVED, power=4) == pytest.approx((12 / 13) ** 4)
-    assert relevance_weight(GOAL, DRIFTED) == pytest.approx(10 / 13)
+    assert relevance_weight(line_similarity(GOAL, ONE_REMOVED), power=4) == pytest.approx((12 / 13) ** 4)
+    assert relevance_weight(line_similarity(GOAL, DRIFTED)) == pytest.approx(10 / 13)
     # the same lines (whitespace aside) are no variant: a copied lemma is not a lift
-    assert relevance_weight(GOAL, GOAL.replace("    ", "  ")) == 0.0
+    assert line_similarity(GOAL, GOAL.replace("    ", "  ")) == 1.0
+    assert relevance_weight(line_similarity(GOAL, GOAL.replace("    ", "  "))) == 0.0
     with pytest.raises(ValueError, match="power"):
-        relevance_weight(GOAL, ONE_REMOVED, power=0)
+        relevance_weight(line_similarity(GOAL, ONE_REMOVED), power=0)
 
 
 @pytest.mark.parametrize("program, expected", [

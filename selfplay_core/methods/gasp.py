@@ -159,10 +159,9 @@ class GuidedRound(DescribedRound):
         judge_proposals(self.guide, acc, self.targets(ctx, acc), log, self.kind)
         for p in acc:
             p.extra["guide_weight"] = guide_weight(p.extra["guide"], self.weight_of)
-            p.extra["guide_gated"] = self.gate is not None and p.extra["guide_weight"] < self.gate
-            p.extra["gated"] = p.extra["guide_gated"]
+            p.extra["gated"] = self.gate is not None and p.extra["guide_weight"] < self.gate
         if acc and self.gate is not None:
-            log.add(**{f"guide/{self.kind}/gated": sum(p.extra["guide_gated"] for p in acc) / len(acc)})
+            log.add(**{f"guide/{self.kind}/gated": sum(p.extra["gated"] for p in acc) / len(acc)})
         S.score(ctx, proposals, self.reward, log)
 
     def diagnose(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
@@ -186,7 +185,7 @@ class CodeRelevanceRound(DescribedRound):
         for p in acc:
             sim = line_similarity(p.anchor.code, p.parsed.code)
             p.extra["code_similarity"] = sim
-            p.extra["code_weight"] = relevance_weight(p.anchor.code, p.parsed.code, c.power)
+            p.extra["code_weight"] = relevance_weight(sim, c.power)
             # a copy of its parent (weight 0) is no variant either: it does not reach the student
             p.extra["gated"] = c.gate is not None and (sim < c.gate or p.extra["code_weight"] == 0.0)
         if acc:

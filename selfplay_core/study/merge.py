@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from selfplay_core.study.protocol import Protocol
+from selfplay_core.study.protocol import Arm, Protocol
 
 
 class MergeError(ValueError):
@@ -38,16 +38,15 @@ def _same(field: str, a: Path, b: Path, va, vb) -> None:
 
 
 def merge_protocols(folders: list[Path], order: list[str] | None = None
-                    ) -> tuple[Protocol, dict[str, tuple[Path, Protocol]]]:
+                    ) -> tuple[Protocol, dict[str, tuple[Path, Protocol, Arm]]]:
     """The merged protocol (the first folder's settings, every folder's arms, the union of seeds,
-    the floor's samplings from the folder that sampled it) and the folder (and protocol) of each
-    arm."""
+    the floor's samplings from the folder that sampled it) and, per arm, the folder that ran it,
+    that folder's protocol and the arm."""
     if len(folders) < 2:
         raise MergeError("--merge needs at least two study folders")
     loaded = [(f, *_load(f)) for f in folders]
     first, p0, g0 = loaded[0]
-    owner: dict[str, tuple[Path, Protocol]] = {}
-    arms = {}
+    owner: dict[str, tuple[Path, Protocol, Arm]] = {}
     for folder, p, gps in loaded:
         for field in ("name", "iterations", "common"):
             _same(field, first, folder, getattr(p0, field), getattr(p, field))
@@ -59,16 +58,15 @@ def merge_protocols(folders: list[Path], order: list[str] | None = None
             if a.name in owner:
                 raise MergeError(f"arm {a.name!r} is in both {owner[a.name][0]} and {folder}: "
                                  "merge each arm from one folder")
-            owner[a.name] = (folder, p)
-            arms[a.name] = a
-    names = order or list(arms)
-    unknown = [n for n in names if n not in arms]
+            owner[a.name] = (folder, p, a)
+    names = order or list(owner)
+    unknown = [n for n in names if n not in owner]
     if unknown:
-        raise MergeError(f"--arms {unknown} not in the merged folders; they hold {sorted(arms)}")
+        raise MergeError(f"--arms {unknown} not in the merged folders; they hold {sorted(owner)}")
     floors = [p.final.floor_samplings for _, p, _ in loaded if any(not a.trains for a in p.arms)]
     final = p0.final.model_copy(update={"floor_samplings": floors[0] if floors else p0.final.floor_samplings})
     seeds = tuple(sorted({s for _, p, _ in loaded for s in p.seeds}))
-    merged = p0.model_copy(update={"arms": tuple(arms[n] for n in names), "seeds": seeds, "final": final})
+    merged = p0.model_copy(update={"arms": tuple(owner[n][2] for n in names), "seeds": seeds, "final": final})
     return Protocol.model_validate(merged.model_dump()), {n: owner[n] for n in names}
 
 
@@ -85,8 +83,7 @@ def merge_into(folders: list[Path], out: Path, order: list[str] | None = None) -
     if (out / "evals").is_dir():   # an earlier merge: its evaluations are copies, rebuilt here
         shutil.rmtree(out / "evals")
     (out / "evals").mkdir(parents=True, exist_ok=True)
-    for name, (folder, src) in owner.items():
-        arm = next(a for a in src.arms if a.name == name)
+    for name, (folder, src, arm) in owner.items():
         runs = src.seeds if arm.trains else range(src.final.floor_samplings)
         for s in runs:
             path = folder / "evals" / f"{name}-s{s}.json"

@@ -114,7 +114,7 @@ def test_gasp_x_guide_scales_the_band_reward_and_gates_the_student():
     rnd.score(ctx, props, log)
     # band rewards: (4p(1-p))^5 = 1, 0.9375^5, out of band -0.5 (kept), 0.9375^5 x 0
     assert [p.reward for p in props] == pytest.approx([1.0, 0.25 * 0.9375 ** 5, -0.5, 0.0])
-    assert [p.extra["guide_gated"] for p in props] == [False, True, True, True]
+    assert [p.extra["gated"] for p in props] == [False, True, True, True]
     assert log.metrics["guide/lemma/gated"] == 0.75
     method = GASP(cfg.method)
     student = method.student_batch(ctx, props, log, lambda name, fn, *a: fn(*a))
@@ -134,7 +134,7 @@ def test_gasp_x_guide_on_relevance_alone_keeps_a_deep_relevant_lift():
     band = 0.75 ** 5          # r_lemma's (4p(1-p))^5 at p = 1/4 (band only sets where it applies)
     assert [p.reward for p in props] == pytest.approx([0.8 * band, 0.2 * band, 0.0])
     assert [p.extra["guide"]["r_guide"] for p in props] == [0, 4, 0]
-    assert [p.extra["guide_gated"] for p in props] == [False, True, True]
+    assert [p.extra["gated"] for p in props] == [False, True, True]
 
 
 def test_without_the_multiplier_the_guide_only_gates():
@@ -144,7 +144,7 @@ def test_without_the_multiplier_the_guide_only_gates():
                       FrozenGuide(engine, gcfg), gcfg)
     props = [prop(0.5, "lemma")]
     rnd.score(RunContext(load_config(None)), props, IterationLog())
-    assert props[0].reward == 1.0 and props[0].extra["guide_gated"]
+    assert props[0].reward == 1.0 and props[0].extra["gated"]
 
 
 def test_a_vllm_run_needs_a_guide_server():
