@@ -1,10 +1,13 @@
 """Both roles of one checkpoint on its frontier goalposts, against other tasks of the pool (toy
 world; the oracle grades, a diagnostic): as teacher, the share of lemma proposals that are
 faithful and true one-step variants, and their line similarity to the goalpost's program; as
-student, how its failed programs differ from the reference, in line edits.
+student, how its failed programs differ from the reference, in line edits. With several
+proposals per source, also per source: does any of them hit a true one-step lemma, and is the one
+nearest the source's program (line similarity, below 1.0) a true lemma — whether a reward or gate
+that selects among the teacher's own proposals has anything to select.
 
     python benchmarks/goalpost_roles.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240]
-        [--proposals 3] [--others 111] [--samples 16]
+        [--proposals 3] [--others 111] [--others-proposals 1] [--samples 16]
 
 GOALPOSTS_JSON is a study folder's `goalposts.json` (a list of ids of the toy world's goalpost
 pool) or a mined set (a checkpoint's `goalposts.json`, its `ids`); the other tasks are pool tasks
@@ -26,18 +29,25 @@ sys.path.insert(0, str(ROOT))
 
 def teacher_rows(engine, executor, groups: dict, temperature: float, max_new_tokens: int) -> list[str]:
     from selfplay_core.code_relevance import line_similarity
-    from selfplay_core.toyworld.role_quality import teacher_quality
+    from selfplay_core.toyworld.fidelity import parse_description
+    from selfplay_core.toyworld.role_quality import is_true_variant, source_coverage, teacher_quality
 
-    rows = ["| lemma sources | proposals | valid | faithful | true one-step variant | line similarity to the source (valid) |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| lemma sources | proposals | valid | faithful | true one-step variant | line similarity to the source (valid) "
+            "| sources with a true lemma | sources whose most similar proposal is one |",
+            "|---|---|---|---|---|---|---|---|"]
     for name, sources in groups.items():
         q, valid = teacher_quality(engine, executor, sources, "easier", name, temperature,
                                    seed=5, max_new_tokens=max_new_tokens)
         sims = [line_similarity(src.program(), p.code) for src, p, _ in valid]
+        trues = [faithful and is_true_variant(src, parse_description(p.question), "easier")
+                 for src, p, faithful in valid]
+        n_sources = len({src.key for src in sources})
+        _, any_true, top_true = source_coverage(
+            [(src.key, sim, t) for (src, _, _), sim, t in zip(valid, sims, trues)])
         s = q.shares()
         sim = f"{sum(sims) / len(sims):.2f}" if sims else "-"
         rows.append(f"| {name} | {s['prompts']} | {s['valid']:.2f} | {s['faithful']:.2f} | "
-                    f"{s['true_variant']:.3f} | {sim} |")
+                    f"{s['true_variant']:.3f} | {sim} | {any_true}/{n_sources} | {top_true}/{n_sources} |")
     return rows
 
 
@@ -74,12 +84,16 @@ def main(argv=None) -> int:
     ap.add_argument("--deep-pool", type=int, default=0, help="the world's world.deep_pool (0: default world)")
     ap.add_argument("--world-seed", type=int, default=0)
     ap.add_argument("--proposals", type=int, default=3, help="lemma proposals per goalpost")
-    ap.add_argument("--others", type=int, default=111, help="other pool tasks, one proposal each")
+    ap.add_argument("--others", type=int, default=111, help="other pool tasks of the deepest depth")
+    ap.add_argument("--others-proposals", type=int, default=1, help="lemma proposals per other task")
     ap.add_argument("--samples", type=int, default=16, help="student samples per goalpost")
     ap.add_argument("--teacher-temperature", type=float, default=0.4)
     ap.add_argument("--student-temperature", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    for flag in ("proposals", "others_proposals", "samples"):
+        if getattr(args, flag) < 1:
+            ap.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
     if not (args.model / "config.json").is_file():
         ap.error(f"{args.model}: not a checkpoint folder (no config.json)")
     try:
@@ -113,7 +127,8 @@ def main(argv=None) -> int:
     engine = HFEngine(str(args.model), batch_size=64)
     with Executor(SandboxConfig(workers=2)) as ex:
         groups = {f"its {len(ids)} goalposts x {args.proposals}": [tasks[g] for g in ids for _ in range(args.proposals)],
-                  f"{len(others)} other depth-{deepest} pool tasks": others}
+                  f"{len(others)} other depth-{deepest} pool tasks" + (f" x {args.others_proposals}" if args.others_proposals > 1 else ""):
+                      [t for t in others for _ in range(args.others_proposals)]}
         print("\n".join(teacher_rows(engine, ex, groups, args.teacher_temperature, 256)))
         print()
         print("\n".join(student_rows(engine, ex, [problems[g] for g in ids], [tasks[g] for g in ids],

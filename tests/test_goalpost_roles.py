@@ -13,11 +13,17 @@ def test_both_roles_are_counted_on_the_shipped_goalposts(tmp_path):
 
     ids = json.loads((ASSET_DIR / "goalposts.json").read_text())["ids"]   # the mined set
     r = run_benchmark("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--proposals", 2, "--others", 5,
-                      "--samples", 3, timeout=900)
+                      "--others-proposals", 2, "--samples", 3, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     assert re.search(rf"\| its {len(ids)} goalposts x 2 \| {2 * len(ids)} \|", out), out
-    assert re.search(r"\| 5 other depth-\d pool tasks \| 5 \|", out), out
+    assert re.search(r"\| 5 other depth-\d pool tasks x 2 \| 10 \|", out), out
+    # per source: covered sources and selectable ones, out of the sources of the row
+    for n_sources in (len(ids), 5):
+        m = re.search(rf"\| (\d+)/{n_sources} \| (\d+)/{n_sources} \|$", out, re.M)
+        assert m, out
+        covered, selectable = map(int, m.groups())
+        assert selectable <= covered <= n_sources
     head = re.search(r"(\d+) pass, (\d+) unparsed, (\d+) failed programs", out)
     assert head and sum(map(int, head.groups())) == 3 * len(ids), out
     classes = [int(m) for m in re.findall(r"^\| [a-z_]+ \| (\d+) \| [\d.]+ \|$", out, re.M)]
@@ -32,6 +38,8 @@ def test_goalposts_of_another_world_are_one_clear_error(tmp_path):
     r = run_benchmark("goalpost_roles.py", ASSET_DIR, path, timeout=300)
     assert r.returncode == 2 and "not in this world's goalpost pool" in r.stderr
     assert "Traceback" not in r.stderr
+    r = run_benchmark("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--others-proposals", 0, timeout=300)
+    assert r.returncode == 2 and "--others-proposals must be at least 1" in r.stderr
     path.write_text(json.dumps({"ids": 3}))
     r = run_benchmark("goalpost_roles.py", ASSET_DIR, path, timeout=300)
     assert r.returncode == 2 and "expected a list of goalpost ids" in r.stderr

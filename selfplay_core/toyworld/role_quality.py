@@ -83,6 +83,23 @@ def teacher_quality(engine, executor, sources: Sequence[Task], direction: str, k
     return q, out
 
 
+def source_coverage(items) -> tuple[int, int, int]:
+    """items: (source key, line similarity to the source, is a true lemma) per valid proposal.
+    Returns (sources, sources with at least one true lemma, sources whose most similar proposal
+    below similarity 1.0 — a copy is no lemma — is a true lemma; ties go to a true one, the
+    most a similarity selector could do)."""
+    by_source: dict = {}
+    for key, sim, true in items:
+        by_source.setdefault(key, []).append((sim, true))
+    any_true = sum(any(t for _, t in props) for props in by_source.values())
+    top_true = 0
+    for props in by_source.values():
+        below = [(s, t) for s, t in props if s < 1.0]
+        if below and max(below)[1]:
+            top_true += 1
+    return len(by_source), any_true, top_true
+
+
 @dataclass
 class GuideAccuracy:
     items: int = 0
