@@ -17,6 +17,7 @@ from (`--set model.path=DIR`). Run by hand; numbers are quoted in notes, not ass
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -84,6 +85,17 @@ def line(step: int, loss: float, row: dict) -> str:
     return f"| {step} | {loss:.3f} | {f} | {h[1]:.3f} / {h[8]:.3f} |"
 
 
+def _program_first(text: str) -> bool:
+    """A teacher example whose completion writes the program before the question."""
+    from selfplay_core.roles.teacher import SOLUTION_HEADER, TASK_HEADER, VARIANT_HEADER
+
+    if VARIANT_HEADER not in text:
+        return False
+    completion = text.split(VARIANT_HEADER, 1)[1]
+    sol, task = completion.find(SOLUTION_HEADER), completion.find(TASK_HEADER)
+    return sol != -1 and (task == -1 or sol < task)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--start", type=Path, default=None, help="checkpoint to continue (default: the committed toy model)")
@@ -105,6 +117,10 @@ def main(argv=None) -> int:
                          "depth-4 sources made harder too, lemma d5->4 and lift d4->5 measured")
     ap.add_argument("--depth5-sources", action="store_true",
                     help="with --deep-pool: depth-5 tasks (outside the pool) as lemma sources too")
+    ap.add_argument("--solution-first", action="store_true",
+                    help="teacher pairs write the program first, then the question that describes "
+                         "it (CorpusSettings.teacher_solution_first): a teacher that can describe a "
+                         "given program, e.g. an edit of the goalpost's")
     ap.add_argument("--teacher-tokens", type=int, default=192,
                     help="the teacher's generation budget at the checks (engine.max_new_tokens_teacher)")
     args = ap.parse_args(argv)
@@ -117,6 +133,8 @@ def main(argv=None) -> int:
                          "candidates must be kept out of the corpus and are what it measures")
     settings = corpus_settings(args.teacher_share, args.guide_share, args.steps * args.batch_size,
                                deep=args.deep_pool > 0, depth5_sources=args.depth5_sources)
+    if args.solution_first:
+        settings = dataclasses.replace(settings, teacher_solution_first=True)
     start = args.start or DEFAULT_START
     if not (Path(start) / "config.json").is_file() or not (Path(start) / "bootstrap.json").is_file():
         raise SystemExit(f"error: --start {start} is not a toy checkpoint folder (config.json and "
@@ -138,7 +156,9 @@ def main(argv=None) -> int:
     texts = build_corpus(settings, args.seed, world.exclusion())
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
     long = sum(len(i) > 384 for i in ids)
+    program_first = sum(_program_first(t) for t in texts)
     print(f"corpus: {len(texts)} examples, teacher share {args.teacher_share}, "
+          f"{program_first} teacher pairs written program first, "
           f"{long} over 384 tokens (cut), {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -49,6 +49,19 @@ def test_deep_pool_checks_measure_the_depth_5_lemma_and_the_depth_4_lift(tmp_pat
     assert all(l.count("|") == header.count("|") for l in table)
 
 
+@pytest.mark.parametrize("flag, program_first", [((), False), (("--solution-first",), True)])
+def test_solution_first_writes_the_teacher_pairs_program_first(tmp_path, flag, program_first):
+    r = _run("--out", tmp_path, "--steps", 8, "--every", 8, "--prompts", 1, "--heldout", 1,
+             "--batch-size", 4, *flag)
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = next(l for l in r.stderr.splitlines() if l.startswith("corpus: 32 examples"))
+    count = int(line.split("teacher pairs written program first")[0].rsplit(", ", 1)[1])
+    # 32 examples at teacher share 0.6 hold teacher pairs: program first only with the flag
+    assert (count > 0) == program_first, line
+    meta = json.loads((tmp_path / "model" / "bootstrap.json").read_text())
+    assert meta["continued"]["solution_first"] is program_first
+
+
 @pytest.mark.parametrize("args, words", [
     (("--start", "NOPE"), "is not a toy checkpoint folder"),
     (("--teacher-share", "0.95", "--guide-share", "0.1"), "must leave a share >= 0"),
