@@ -29,8 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 def teacher_rows(engine, executor, groups: dict, temperature: float, max_new_tokens: int) -> list[str]:
     from selfplay_core.code_relevance import line_similarity
-    from selfplay_core.toyworld.fidelity import parse_description
-    from selfplay_core.toyworld.role_quality import is_true_variant, source_coverage, teacher_quality
+    from selfplay_core.toyworld.role_quality import source_coverage, teacher_quality
 
     rows = ["| lemma sources | proposals | valid | faithful | true one-step variant | line similarity to the source (valid) "
             "| sources with a true lemma | sources whose most similar proposal is one |",
@@ -38,12 +37,10 @@ def teacher_rows(engine, executor, groups: dict, temperature: float, max_new_tok
     for name, sources in groups.items():
         q, valid = teacher_quality(engine, executor, sources, "easier", name, temperature,
                                    seed=5, max_new_tokens=max_new_tokens)
-        sims = [line_similarity(src.program(), p.code) for src, p, _ in valid]
-        trues = [faithful and is_true_variant(src, parse_description(p.question), "easier")
-                 for src, p, faithful in valid]
+        sims = [line_similarity(src.program(), p.code) for src, p, _, _ in valid]
         n_sources = len({src.key for src in sources})
         _, any_true, top_true = source_coverage(
-            [(src.key, sim, t) for (src, _, _), sim, t in zip(valid, sims, trues)])
+            [(src.key, sim, true) for (src, _, _, true), sim in zip(valid, sims)])
         s = q.shares()
         sim = f"{sum(sims) / len(sims):.2f}" if sims else "-"
         rows.append(f"| {name} | {s['prompts']} | {s['valid']:.2f} | {s['faithful']:.2f} | "

@@ -56,7 +56,7 @@ def is_true_variant(source: Task, proposal: Task, direction: str) -> bool:
 def teacher_quality(engine, executor, sources: Sequence[Task], direction: str, kind: str,
                     temperature: float, seed: int = 0, max_new_tokens: int = 192):
     """One proposal per source task (random axis); returns (TeacherQuality, proposals) where
-    proposals are (source, parsed proposal, faithful) for the valid ones."""
+    proposals are (source, parsed proposal, faithful, true variant) for the valid ones."""
     from selfplay_core.proposals import validate_proposals
 
     rng = random.Random(f"teacher-quality:{seed}:{kind}")
@@ -74,12 +74,14 @@ def teacher_quality(engine, executor, sources: Sequence[Task], direction: str, k
     fid = proposal_fidelity(executor, [(p.question, p.code, p.inputs) for _, p in valid]) if valid else []
     out = []
     for (src, p), f in zip(valid, fid):
-        out.append((src, p, f.faithful))
+        true = False
         if f.faithful:
             q.faithful += 1
             task = parse_description(p.question)
             q.depths[task.depth] = q.depths.get(task.depth, 0) + 1
-            q.true_variant += is_true_variant(src, task, direction)
+            true = is_true_variant(src, task, direction)
+            q.true_variant += true
+        out.append((src, p, f.faithful, true))
     return q, out
 
 
@@ -144,10 +146,11 @@ def guide_accuracy(engine, items: Sequence[tuple[Task, str, str, GuideScores]], 
 
 
 def guide_items_from_proposals(proposals, targets: dict | None = None):
-    """Guide items from teacher proposals (source, parsed proposal, faithful): the target is the
-    source task (a goalpost for a lemma), fidelity the executor's verdict."""
+    """Guide items from teacher proposals (source, parsed proposal, faithful, true variant), as
+    `teacher_quality` returns them: the target is the source task (a goalpost for a lemma),
+    fidelity the executor's verdict."""
     items = []
-    for src, p, faithful in proposals:
+    for src, p, faithful, _ in proposals:
         truth = judge(src, p.question, p.code, faithful=faithful)
         items.append((src, p.question, p.code, truth))
     return items
