@@ -41,6 +41,14 @@ class Proposal:
     # What a method records about the proposal beyond the above (JSON values): e.g. SGS's Guide
     # judgments and reward parts; logged with the proposal's sample row.
     extra: dict = field(default_factory=dict)
+    # Text the proposer was made to write before its completion (forced at the end of `prompt`,
+    # e.g. a program the executor edited): it is read with the completion, never trained on.
+    prefix: str = ""
+
+    @property
+    def text(self) -> str:
+        """The whole proposal as written: the forced prefix, then the sampled completion."""
+        return self.prefix + self.completion.text
 
     @property
     def accepted(self) -> bool:

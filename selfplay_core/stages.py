@@ -111,7 +111,7 @@ def validate(ctx, proposals: list[Proposal], log: IterationLog) -> None:
 
     todo = []
     for p in proposals:
-        p.parsed = parse_teacher(p.completion.text, min_inputs=t.min_inputs, max_inputs=t.max_inputs)
+        p.parsed = parse_teacher(p.text, min_inputs=t.min_inputs, max_inputs=t.max_inputs)
         if isinstance(p.parsed, Rejection):
             reject(p, f"parse_{p.parsed.reason}")
             continue

@@ -380,5 +380,5 @@ def _proposal_row(p) -> dict:
     return {"kind": p.kind, "axis": p.axis, "anchor": p.anchor.id, "goalpost": p.anchor.goalpost_id,
             "question": parsed.question if parsed else None, "code": parsed.code if parsed else None,
             "accepted": p.accepted, "rejection": p.rejection, "pass_rate": p.pass_rate,
-            "reward": p.reward, "faithful": p.faithful, "completion": p.completion.text[:1000],
+            "reward": p.reward, "faithful": p.faithful, "completion": p.text[:1000],
             **p.extra}

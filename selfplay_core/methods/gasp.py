@@ -12,6 +12,10 @@ score (`guide.score`: R_guide / 8, or relevance / 5) (`rewards.guided_band`), an
 GASP x code relevance (`method.code_relevance`): the same scaling and gate with a judge that reads
 code alone, the line similarity of a proposal's program to its parent's (goalpost for a lemma,
 lemma for a lift) (`code_relevance.py`): no model, no world oracle.
+
+GASP with executor-edited lemmas (`method.lemma_program: statement_deletion`): the lemma's
+program is the goalpost's reference with one statement deleted, and the teacher only describes
+it (`edited_lemmas.py`); the lift round is unchanged.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_upda
 from selfplay_core.methods.base import Method, MethodConfig, register
 from selfplay_core.methods.guide_judge import (GASPGuideConfig, guide_weight, judge_proposals, load_guide,
                                                oracle_accuracy)
+from selfplay_core.methods.edited_lemmas import StatementDeletionRound, check_editable
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.records import Anchor, IterationLog, Proposal
 
@@ -71,6 +76,9 @@ class GASPConfig(MethodConfig):
     guide: GASPGuideConfig | None = None
     # GASP x code relevance: the parent's program judges, not a model.
     code_relevance: CodeRelevanceConfig | None = None
+    # Who writes a lemma's program: the teacher (GASP), or the executor, deleting one statement
+    # of the goalpost's reference, with the teacher writing the question and inputs for it.
+    lemma_program: Literal["teacher", "statement_deletion"] = "teacher"
 
     def check(self, run) -> None:
         if self.guide is not None:
@@ -81,6 +89,18 @@ class GASPConfig(MethodConfig):
         if self.guide is not None and self.code_relevance is not None:
             raise ValueError("method.guide and method.code_relevance both scale the band reward: "
                              "set one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _edited_lemmas(self):
+        if self.lemma_program == "statement_deletion":
+            if self.one_step is not None:
+                raise ValueError("method.lemma_program=statement_deletion edits the lemma round's "
+                                 "programs; method.one_step has no lemma round: set one of them")
+            if self.guide is not None or self.code_relevance is not None:
+                raise ValueError("method.lemma_program=statement_deletion with method.guide or "
+                                 "method.code_relevance is not built: a deleted statement is a "
+                                 "one-line edit by construction; drop the judge")
         return self
 
     @model_validator(mode="after")
@@ -231,7 +251,10 @@ class GASP(Method):
         if c.one_step:
             yield self.round(c.one_step, goalposts, "easier", lemma if c.one_step == "medium" else lift)
             return
-        yield self.round("lemma", goalposts, "easier", lemma)
+        if c.lemma_program == "statement_deletion":
+            yield StatementDeletionRound("lemma", goalposts, "easier", c.proposals_per_anchor, lemma)
+        else:
+            yield self.round("lemma", goalposts, "easier", lemma)
         parents = self.lift_parents(ctx, [p for p in done if p.kind == "lemma"])
         if parents:
             yield self.round("lift", parents, "harder", lift)
@@ -242,6 +265,8 @@ class GASP(Method):
             self.guide = load_guide(ctx, self.config.guide)
         if self.config.code_relevance is not None:
             _check_references(ctx.goalposts)
+        if self.config.lemma_program == "statement_deletion":
+            check_editable(ctx.goalposts)
         if self.config.dynamic_goalposts is not None and "dynamic_goalposts" not in ctx.state.method_state:
             ctx.state.method_state["dynamic_goalposts"] = DynamicState(
                 active=[g.id for g in ctx.goalposts],
