@@ -156,6 +156,18 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         diagnostics=("teacher/lemma/true_variant", "teacher/lift/true_variant",
                      "teacher/lemma/code_similarity", "teacher/lemma/code_gated",
                      "teacher/lift/code_gated")),
+    # Added 5 Dec 2026 after the ceiling measurement (the teacher writes a true lemma for at most
+    # 5 of 37 deep goalposts in 16 samples) and a scratch probe (executor edits cover 6 of 15
+    # goalposts a solution-first teacher still fails, free lemmas 0), before any run of it.
+    Arm(name="gasp-edit", label="GASP, lemma programs edited by the executor",
+        config="tiny-cpu.yaml", overrides=("method.lemma_program=statement_deletion",),
+        kind="ablation",
+        note="GASP; each lemma's program is its goalpost's reference with one statement deleted "
+             "(the executor's edit), the teacher writes the question and inputs for it; lifts "
+             "and rewards as GASP",
+        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
+                     "teacher/lemma/true_variant", "teacher/lift/true_variant",
+                     "teacher/lemma/acceptance")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
