@@ -38,13 +38,24 @@ def prefix_tokens(ctx, text: str) -> int:
 
 class StatementDeletionRound(DescribedRound):
     """`per_anchor` deletions of each anchor's reference (drawn without replacement; all of them
-    when it has fewer), one teacher sample each."""
+    when it has fewer), one teacher sample each.
+
+    `screen` (method.edit_screen): the executor first runs every deletion on the goalpost's own
+    test inputs in the sandbox and keeps those that run and change at least one output (a
+    deletion that crashes, or computes the same function, is no lemma and not the teacher's
+    doing), and draws deletions not yet in the buffer for that goalpost before repeats (a repeat
+    is rejected as a near-duplicate, a penalty on a program the teacher did not choose)."""
+
+    def __init__(self, kind, anchors, direction, per_anchor, reward, screen: bool = False):
+        super().__init__(kind, anchors, direction, per_anchor, reward)
+        self.screen = screen
 
     def propose(self, ctx) -> list[Proposal]:
+        edits = screened_edits(ctx, self.anchors) if self.screen else \
+            {a.id: statement_deletions(a.code) for a in self.anchors}
         plan = []
         for a in self.anchors:
-            edits = statement_deletions(a.code)
-            for code in ctx.rng.sample(edits, min(self.per_anchor, len(edits))):
+            for code in self.draw(ctx, a, edits[a.id]):
                 prefix = forced_program(code)
                 plan.append((a, prefix, teacher_prompt(a.question, a.code, AXIS, self.direction) + prefix))
         if not plan:
@@ -57,14 +68,52 @@ class StatementDeletionRound(DescribedRound):
         groups = ctx.engine.generate([prompt for _, _, prompt in plan], 1, sp)
         return [Proposal(self.kind, a, AXIS, self.direction, prompt, comps[0],
                          id=f"it{ctx.state.iteration}/{self.kind}/{ctx.next_id()}",
-                         temperature=sp.temperature, prefix=prefix)
+                         temperature=sp.temperature, prefix=prefix,
+                         extra={"usable_edits": len(edits[a.id])})
                 for (a, prefix, prompt), comps in zip(plan, groups)]
+
+    def draw(self, ctx, anchor, edits: list[str]) -> list[str]:
+        k = min(self.per_anchor, len(edits))
+        if not self.screen:
+            return ctx.rng.sample(edits, k)
+        seen = {b.code.rstrip() for b in ctx.buffers if b.goalpost_id == anchor.goalpost_id}
+        fresh = [e for e in edits if e.rstrip() not in seen]
+        repeats = [e for e in edits if e.rstrip() in seen]
+        picked = ctx.rng.sample(fresh, min(k, len(fresh)))
+        return picked + ctx.rng.sample(repeats, k - len(picked))
 
     def validate(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
         S.validate(ctx, proposals, log)
-        if self.anchors:
-            editable = sum(bool(statement_deletions(a.code)) for a in self.anchors)
-            log.add(**{f"teacher/{self.kind}/editable_anchors": editable / len(self.anchors)})
+        if self.anchors:   # an anchor without a usable deletion has no proposal
+            usable = {p.anchor.id: p.extra.get("usable_edits", 0) for p in proposals}
+            log.add(**{f"teacher/{self.kind}/editable_anchors": len(usable) / len(self.anchors),
+                       f"teacher/{self.kind}/usable_edits": sum(usable.values()) / len(self.anchors)})
+
+
+def screened_edits(ctx, anchors) -> dict[str, list[str]]:
+    """Per anchor id, its deletions that run on its goalpost's test inputs (the sandbox's
+    reference gate: allowed imports, in time, deterministic) and give at least one output other
+    than the goalpost's expected one. An anchor whose goalpost has no test with an expected
+    output keeps every deletion that runs."""
+    pool = {g.id: g for g in list(getattr(ctx.world, "goalpost_pool", None) or []) + list(ctx.goalposts)}
+    out: dict[str, list[str]] = {a.id: [] for a in anchors}
+    items, owners = [], []
+    for a in anchors:
+        goal = pool.get(a.goalpost_id)
+        for code in statement_deletions(a.code):
+            if goal is None or not goal.tests:
+                out[a.id].append(code)      # nothing to run it on: the reference gate decides later
+                continue
+            items.append((goal, code))
+            owners.append((a.id, code, goal))
+    for (aid, code, goal), (outputs, bad) in zip(owners, S.check_references(ctx, items)):
+        if bad:
+            continue
+        expected = [tc.expected for tc in goal.tests]
+        if all(tc.has_expected for tc in goal.tests) and list(outputs[:len(expected)]) == expected:
+            continue                        # the same function on every test: no variant
+        out[aid].append(code)
+    return out
 
 
 def check_editable(goalposts) -> None:

@@ -79,6 +79,9 @@ class GASPConfig(MethodConfig):
     # Who writes a lemma's program: the teacher (GASP), or the executor, deleting one statement
     # of the goalpost's reference, with the teacher writing the question and inputs for it.
     lemma_program: Literal["teacher", "statement_deletion"] = "teacher"
+    # With statement_deletion: run each deletion on the goalpost's tests first and keep those that
+    # run and change an output; draw deletions not yet in the buffer before repeats.
+    edit_screen: bool = False
 
     def check(self, run) -> None:
         if self.guide is not None:
@@ -93,6 +96,9 @@ class GASPConfig(MethodConfig):
 
     @model_validator(mode="after")
     def _edited_lemmas(self):
+        if self.edit_screen and self.lemma_program != "statement_deletion":
+            raise ValueError("method.edit_screen screens the executor's deletions: set "
+                             "method.lemma_program=statement_deletion with it")
         if self.lemma_program == "statement_deletion":
             if self.one_step is not None:
                 raise ValueError("method.lemma_program=statement_deletion edits the lemma round's "
@@ -252,7 +258,8 @@ class GASP(Method):
             yield self.round(c.one_step, goalposts, "easier", lemma if c.one_step == "medium" else lift)
             return
         if c.lemma_program == "statement_deletion":
-            yield StatementDeletionRound("lemma", goalposts, "easier", c.proposals_per_anchor, lemma)
+            yield StatementDeletionRound("lemma", goalposts, "easier", c.proposals_per_anchor, lemma,
+                                         screen=c.edit_screen)
         else:
             yield self.round("lemma", goalposts, "easier", lemma)
         parents = self.lift_parents(ctx, [p for p in done if p.kind == "lemma"])

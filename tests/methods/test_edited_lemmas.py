@@ -86,7 +86,8 @@ def test_the_sandbox_runs_the_edited_program_as_the_reference(executor):
     written = "Given a number, subtract 5, then multiply by 4.\n### Inputs\n10\n3\n0\n### End\n"
     bad = "### Inputs\n1\n2\n### End\n"        # no question written: the prefix opened the section
     props = [Proposal("lemma", anchor(), "f", "easier", "", Completion(text), id=f"p{i}",
-                      prefix=forced_program(edited)) for i, text in enumerate((written, bad))]
+                      prefix=forced_program(edited), extra={"usable_edits": 3})
+             for i, text in enumerate((written, bad))]
     log = IterationLog()
     lemma_round().validate(ctx, props, log)
     good, empty = props
@@ -96,6 +97,7 @@ def test_the_sandbox_runs_the_edited_program_as_the_reference(executor):
     assert empty.rejection == "parse_empty_question"
     assert log.metrics["teacher/lemma/acceptance"] == 0.5
     assert log.metrics["teacher/lemma/editable_anchors"] == 1.0
+    assert log.metrics["teacher/lemma/usable_edits"] == 3.0
 
 
 def test_gasp_takes_the_edited_lemma_round_and_refuses_what_it_cannot_combine():
@@ -156,3 +158,44 @@ def test_one_iteration_on_the_committed_model(tmp_path):
         assert "teacher/lemma/reward" in log.metrics and "teacher/lemma/editable_anchors" in log.metrics
     finally:
         ctx.close()
+
+
+# y is needed by the return; x * 1 changes nothing; x * 2 is a real step
+SCREEN_ME = "def f(x):\n    y = x + 1\n    x = x * 2\n    x = x * 1\n    return x + y\n"
+CRASHES = "def f(x):\n    x = x * 2\n    x = x * 1\n    return x + y\n"
+STEP_DROPPED = "def f(x):\n    y = x + 1\n    x = x * 1\n    return x + y\n"      # 2x + 1 against 3x + 1
+SAME_FUNCTION = "def f(x):\n    y = x + 1\n    x = x * 2\n    return x + y\n"
+
+
+def goalpost_problem():
+    from selfplay_core.problems import TestCase
+
+    return Problem("g1", "call", [TestCase(args=[1], expected=4), TestCase(args=[2], expected=7)],
+                   entry_point="f", prompt="q", metadata={"reference": SCREEN_ME})
+
+
+def test_the_screen_keeps_deletions_that_run_and_change_the_function(executor):
+    from selfplay_core.methods.edited_lemmas import screened_edits
+
+    assert statement_deletions(SCREEN_ME) == [CRASHES, STEP_DROPPED, SAME_FUNCTION]
+    ctx = RunContext(load_config(None, ["method.lemma_program=statement_deletion", "method.edit_screen=true"]),
+                     executor=executor)
+    ctx.goalposts = [goalpost_problem()]
+    assert screened_edits(ctx, [anchor(SCREEN_ME)]) == {"g1": [STEP_DROPPED]}
+
+
+def test_the_screen_draws_deletions_not_yet_in_the_buffer_first():
+    from selfplay_core.buffers import BufferItem
+
+    ctx = RunContext(load_config(None))
+    ctx.rng.seed(1)
+    edits = statement_deletions(THREE_STEPS)
+    ctx.buffers.add(BufferItem("old", "lemma", "a question", edits[0], goalpost_id="g1"))
+    ctx.buffers.add(BufferItem("other", "lemma", "another question", edits[1], goalpost_id="g2"))
+    rnd = StatementDeletionRound("lemma", [anchor()], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma), screen=True)
+    for _ in range(5):
+        assert sorted(rnd.draw(ctx, anchor(), edits)) == sorted(edits[1:])   # g2's item is no repeat for g1
+    rnd.per_anchor = 3
+    assert sorted(rnd.draw(ctx, anchor(), edits)) == sorted(edits)
+    with pytest.raises(Exception, match="edit_screen"):
+        load_config(None, ["method.edit_screen=true"])
