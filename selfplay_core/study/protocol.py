@@ -168,6 +168,16 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
                      "teacher/lemma/true_variant", "teacher/lift/true_variant",
                      "teacher/lemma/acceptance")),
+    # Added 5 Dec 2026 after the gasp-edit study (per iteration of 10 edit lemmas 4.8 failed in
+    # the sandbox and 2.2 repeated an earlier deletion), before any run of it.
+    Arm(name="gasp-edit-screened", label="GASP, executor-edited lemmas, screened",
+        config="tiny-cpu.yaml",
+        overrides=("method.lemma_program=statement_deletion", "method.edit_screen=true"),
+        kind="ablation",
+        note="gasp-edit; the executor keeps deletions that run on the goalpost's tests and change "
+             "an output, and draws ones not yet in the buffer first",
+        diagnostics=("teacher/lemma/fidelity", "teacher/lemma/true_variant",
+                     "teacher/lemma/acceptance", "teacher/lemma/usable_edits")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
