@@ -96,6 +96,12 @@ class RunContext:
         self.state.id_counter += 1
         return self.state.id_counter
 
+    def goalposts_by_id(self) -> dict[str, Problem]:
+        """Every goalpost a proposal can descend from, by id: the world's pool (dynamic goalposts
+        promote from it) and the run's set."""
+        pool = list(getattr(self.world, "goalpost_pool", None) or [])
+        return {g.id: g for g in pool + list(self.goalposts)}
+
     def goalpost_anchors(self, k: int) -> list[Anchor]:
         gps = self.rng.sample(self.goalposts, min(k, len(self.goalposts)))
         return [Anchor(g.id, g.prompt or "", g.metadata.get("reference", ""), goalpost_id=g.id) for g in gps]

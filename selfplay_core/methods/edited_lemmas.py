@@ -95,7 +95,7 @@ def screened_edits(ctx, anchors) -> dict[str, list[str]]:
     reference gate: allowed imports, in time, deterministic) and give at least one output other
     than the goalpost's expected one. An anchor whose goalpost has no test with an expected
     output keeps every deletion that runs."""
-    pool = {g.id: g for g in list(getattr(ctx.world, "goalpost_pool", None) or []) + list(ctx.goalposts)}
+    pool = ctx.goalposts_by_id()
     out: dict[str, list[str]] = {a.id: [] for a in anchors}
     items, owners = [], []
     for a in anchors:

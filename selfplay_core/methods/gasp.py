@@ -176,7 +176,7 @@ class GuidedRound(DescribedRound):
     def targets(ctx, proposals: list[Proposal]) -> list[str]:
         """The goalpost each proposal descends from (a lift's is hidden from its prompt, not
         from the Guide)."""
-        pool = {g.id: g for g in list(ctx.goalposts) + list(getattr(ctx.world, "goalpost_pool", []) or [])}
+        pool = ctx.goalposts_by_id()
         return [(pool[p.anchor.goalpost_id].prompt or "") if p.anchor.goalpost_id in pool
                 else p.anchor.question for p in proposals]
 
