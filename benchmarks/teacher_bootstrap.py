@@ -49,7 +49,7 @@ def measure(model, tokenizer, ex, world, args) -> dict:
     from selfplay_core.solve import solve
     from selfplay_core.toyworld.diagnostics import pass_by_depth
     from selfplay_core.toyworld.metrics import mean_pass_at_k
-    from selfplay_core.toyworld.role_quality import teacher_quality
+    from selfplay_core.toyworld.role_quality import edit_description_quality, teacher_quality
 
     model.eval()
     engine = HFEngine(model, tokenizer, batch_size=64)
@@ -70,6 +70,13 @@ def measure(model, tokenizer, ex, world, args) -> dict:
         q, _ = teacher_quality(engine, ex, sources, direction, kind, args.teacher_temperature, seed=5,
                                max_new_tokens=args.teacher_tokens)
         row[kind] = q.shares()
+    # GASP's executor-edited lemma on the pool's deepest goalposts: the question for a forced
+    # statement deletion of the goalpost's program (method.lemma_program=statement_deletion).
+    depth = 5 if args.deep_pool else 4
+    deep = [p for p in world.goalpost_pool.tasks if p.depth == depth]
+    q = edit_description_quality(engine, ex, rng.sample(deep, min(n, len(deep))),
+                                 args.teacher_temperature, seed=5, max_new_tokens=args.teacher_tokens)
+    row[f"describe edit d{depth}"] = q.shares()
     problems = list(world.eval.problems)[:args.heldout]
     res = solve(engine, ex, problems, 8, SamplingParams(temperature=1.0, max_new_tokens=96, seed=11))
     row["heldout"] = {k: mean_pass_at_k([(r.n, r.c) for r in res if r.n], k) for k in (1, 8)}
@@ -79,7 +86,7 @@ def measure(model, tokenizer, ex, world, args) -> dict:
 
 
 def line(step: int, loss: float, row: dict) -> str:
-    kinds = [k for k in row if k.startswith(("lemma", "lift"))]
+    kinds = [k for k in row if k.startswith(("lemma", "lift", "describe"))]
     f = " | ".join(f"{row[k]['faithful']:.0%} / {row[k]['true_variant']:.0%}" for k in kinds)
     h = row["heldout"]
     return f"| {step} | {loss:.3f} | {f} | {h[1]:.3f} / {h[8]:.3f} |"
@@ -94,6 +101,21 @@ def _program_first(text: str) -> bool:
     completion = text.split(VARIANT_HEADER, 1)[1]
     sol, task = completion.find(SOLUTION_HEADER), completion.find(TASK_HEADER)
     return sol != -1 and (task == -1 or sol < task)
+
+
+def _describes_an_edit(text: str) -> bool:
+    """A teacher example written program first whose program is a statement deletion of its
+    source's: the form GASP's edited-lemma round forces (solution-first true variants that drop
+    a step can be one too)."""
+    from selfplay_core.program_edits import statement_deletions
+    from selfplay_core.roles.teacher import SOLUTION_HEADER, TASK_HEADER, VARIANT_HEADER
+
+    if not _program_first(text):
+        return False
+    prompt, completion = text.split(VARIANT_HEADER, 1)
+    source = prompt.split(SOLUTION_HEADER + "\n", 1)[1]
+    program = completion.split(SOLUTION_HEADER + "\n", 1)[1].split(TASK_HEADER, 1)[0]
+    return program in statement_deletions(source)
 
 
 def main(argv=None) -> int:
@@ -121,6 +143,10 @@ def main(argv=None) -> int:
                     help="teacher pairs write the program first, then the question that describes "
                          "it (CorpusSettings.teacher_solution_first): a teacher that can describe a "
                          "given program, e.g. an edit of the goalpost's")
+    ap.add_argument("--edit-share", type=float, default=0.0,
+                    help="share of the teacher examples that describe an executor's statement "
+                         "deletion of their source, written as GASP's edited-lemma round forces it "
+                         "(CorpusSettings.teacher_edit_share; the rest stay variant pairs)")
     ap.add_argument("--teacher-tokens", type=int, default=192,
                     help="the teacher's generation budget at the checks (engine.max_new_tokens_teacher)")
     args = ap.parse_args(argv)
@@ -133,8 +159,12 @@ def main(argv=None) -> int:
                          "candidates must be kept out of the corpus and are what it measures")
     settings = corpus_settings(args.teacher_share, args.guide_share, args.steps * args.batch_size,
                                deep=args.deep_pool > 0, depth5_sources=args.depth5_sources)
+    if not 0 <= args.edit_share <= 1:
+        raise SystemExit(f"error: --edit-share must be in [0, 1], got {args.edit_share}")
     if args.solution_first:
         settings = dataclasses.replace(settings, teacher_solution_first=True)
+    if args.edit_share:
+        settings = dataclasses.replace(settings, teacher_edit_share=args.edit_share)
     start = args.start or DEFAULT_START
     if not (Path(start) / "config.json").is_file() or not (Path(start) / "bootstrap.json").is_file():
         raise SystemExit(f"error: --start {start} is not a toy checkpoint folder (config.json and "
@@ -157,15 +187,18 @@ def main(argv=None) -> int:
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
     long = sum(len(i) > 384 for i in ids)
     program_first = sum(_program_first(t) for t in texts)
+    edits = sum(_describes_an_edit(t) for t in texts)
     print(f"corpus: {len(texts)} examples, teacher share {args.teacher_share}, "
           f"{program_first} teacher pairs written program first, "
+          f"{edits} of them a statement deletion of their source, "
           f"{long} over 384 tokens (cut), {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     deep = " | lemma d5->4 | lift d4->5" if args.deep_pool else ""
-    print(f"| step | train loss (last 20) | lemma d3->2 faithful / true | lemma d4->3 | lift d2->3{deep} "
+    edit = f" | describe edit d{5 if args.deep_pool else 4}"
+    print(f"| step | train loss (last 20) | lemma d3->2 faithful / true | lemma d4->3 | lift d2->3{deep}{edit} "
           "| held-out pass@1 / pass@8 |")
-    print("|---|---|---|---|---|" + "---|" * (2 if args.deep_pool else 0) + "---|")
+    print("|---|---|---|---|---|" + "---|" * (3 if args.deep_pool else 1) + "---|")
     with Executor(SandboxConfig(workers=2)) as ex:
         first = measure(model, tokenizer, ex, world, args)
         rows.append({"step": 0, **first})

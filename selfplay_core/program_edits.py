@@ -15,6 +15,13 @@ from __future__ import annotations
 
 import ast
 
+from selfplay_core.roles.teacher import SOLUTION_HEADER, TASK_HEADER
+
+# The axis GASP's prompt names for an executor-edited lemma: a deleted statement changes the
+# algorithm, not the input/output format. One constant for the loop's prompt and the toy
+# corpus that teaches the teacher to describe such a program.
+EDIT_AXIS = "f"
+
 
 def statement_deletions(code: str, entry_point: str = "f") -> list[str]:
     """Every program made by deleting one top-level statement of `entry_point`'s body, in body
@@ -49,6 +56,12 @@ def statement_deletions(code: str, entry_point: str = "f") -> list[str]:
         if edited not in out and _parses(edited):
             out.append(edited)
     return out
+
+
+def forced_program(code: str) -> str:
+    """What the teacher is made to write first: the program section, then the question's header
+    (the teacher's solution-first order)."""
+    return f"{SOLUTION_HEADER}\n{code.rstrip()}\n{TASK_HEADER}\n"
 
 
 def _is_docstring(node: ast.stmt) -> bool:

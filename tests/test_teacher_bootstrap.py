@@ -62,7 +62,23 @@ def test_solution_first_writes_the_teacher_pairs_program_first(tmp_path, flag, p
     assert meta["continued"]["solution_first"] is program_first
 
 
+def test_edit_share_writes_edit_descriptions_and_measures_them(tmp_path):
+    r = _run("--out", tmp_path, "--steps", 8, "--every", 8, "--prompts", 2, "--heldout", 1,
+             "--batch-size", 4, "--edit-share", 1)
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = next(l for l in r.stderr.splitlines() if l.startswith("corpus: 32 examples"))
+    first = int(line.split(" teacher pairs written program first")[0].rsplit(", ", 1)[1])
+    edits = int(line.split(" of them a statement deletion")[0].rsplit(", ", 1)[1])
+    # every teacher example describes an edit of its source, so each is program first and a deletion
+    assert first == edits > 0, line
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert all(row["describe edit d4"]["prompts"] == 2 for row in rows)
+    meta = json.loads((tmp_path / "model" / "bootstrap.json").read_text())
+    assert meta["continued"]["edit_share"] == 1
+
+
 @pytest.mark.parametrize("args, words", [
+    (("--edit-share", "1.5"), "--edit-share must be in [0, 1]"),
     (("--start", "NOPE"), "is not a toy checkpoint folder"),
     (("--teacher-share", "0.95", "--guide-share", "0.1"), "must leave a share >= 0"),
     (("--steps", "0"), "must be >= 1"),

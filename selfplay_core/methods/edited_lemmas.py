@@ -18,16 +18,9 @@ from dataclasses import replace
 from selfplay_core import stages as S
 from selfplay_core.config_errors import ConfigError
 from selfplay_core.methods.rounds import DescribedRound
-from selfplay_core.program_edits import statement_deletions
+from selfplay_core.program_edits import EDIT_AXIS as AXIS, forced_program, statement_deletions
 from selfplay_core.records import IterationLog, Proposal
-from selfplay_core.roles.teacher import SOLUTION_HEADER, TASK_HEADER, teacher_prompt
-
-AXIS = "f"   # a deleted statement changes the algorithm, not the input/output format
-
-
-def forced_program(code: str) -> str:
-    """What the teacher is made to write first: the program section, then the question's header."""
-    return f"{SOLUTION_HEADER}\n{code.rstrip()}\n{TASK_HEADER}\n"
+from selfplay_core.roles.teacher import teacher_prompt
 
 
 def prefix_tokens(ctx, text: str) -> int:

@@ -85,6 +85,42 @@ def teacher_example(src: Task, dst: Task, axis: str, direction: str, rng: random
                                  solution_first=solution_first))
 
 
+def edited_task_deletions(src: Task) -> list[tuple[str, Task]]:
+    """The executor's statement deletions of `src`'s program (`program_edits`) that are programs
+    of a toy task, with that task: the deletions a question can describe exactly. A deletion
+    that breaks the type chain (a step fed the wrong type) has no description; the sandbox
+    rejects it in the loop."""
+    from selfplay_core.program_edits import statement_deletions
+    from selfplay_core.toyworld.guide_oracle import parse_program
+
+    out = []
+    for code in statement_deletions(src.program()):
+        task = parse_program(code, src.in_rep)
+        if task is not None and task.program() == code:
+            out.append((code, task))
+    return out
+
+
+def edit_description_example(src: Task, rng: random.Random, n_inputs: int,
+                             exclusion: "Exclusion") -> str | None:
+    """A teacher example in exactly the text GASP's executor-edited lemma round builds
+    (`method.lemma_program=statement_deletion`): the lemma prompt for `src`, the program made by
+    deleting one of its statements written first, then the question that describes *that*
+    program and inputs for it. It teaches the one thing that round asks of the teacher,
+    describing a given program, which the solution-first pairs teach only for the true variants
+    the teacher chose. None when no deletion of `src` is a toy task outside `exclusion`."""
+    from selfplay_core.program_edits import EDIT_AXIS
+
+    cands = [(code, t) for code, t in edited_task_deletions(src) if not exclusion.blocks(t)]
+    if not cands:
+        return None
+    code, task = rng.choice(cands)
+    inputs = task.sample_inputs(rng, n_inputs)
+    rng.shuffle(inputs)
+    return (teacher_prompt(src.description(), src.program(), EDIT_AXIS, "easier")
+            + teacher_completion(task.description(), code, inputs, solution_first=True))
+
+
 def _unfaithful_program(task: Task, rng: random.Random) -> str:
     """Code that does not do what the task's text says: one line changed (most often), or a
     step dropped or added — the kinds of mismatch the model's own proposals show."""
@@ -190,6 +226,12 @@ class CorpusSettings:
     # True: the teacher writes its program first, then the question (an experiment, measured
     # worse: the program is an edit of the prompt's, the question unrelated; 3 % faithful).
     teacher_solution_first: bool = False
+    # Share of the teacher examples that describe an executor's statement deletion of their
+    # source (`edit_description_example`), drawn from sources of depth >= 2 in
+    # `teacher_source_depths`: GASP with executor-edited lemmas described the forced program
+    # faithfully 5.5 % of the time after a solution-first phase (README). 0: none (and the
+    # corpus is the same text as before the option existed).
+    teacher_edit_share: float = 0.0
 
     def __post_init__(self):
         s = sum(w for _, w in self.student_depth_shares) + self.guide_share
@@ -197,6 +239,11 @@ class CorpusSettings:
             raise ValueError("student_depth_shares plus guide_share must sum to a value in (0, 1]")
         if not 0 <= self.bug_rate <= 1 or not 0 <= self.teacher_bug_rate <= 1:
             raise ValueError("bug rates must be in [0, 1]")
+        if not 0 <= self.teacher_edit_share <= 1:
+            raise ValueError("teacher_edit_share must be in [0, 1]")
+        if self.teacher_edit_share and not any(d >= 2 and w > 0 for d, w in self.teacher_source_depths):
+            raise ValueError("teacher_edit_share needs teacher sources of depth >= 2 (a depth-1 "
+                             "program has no statement to delete)")
         if self.n_examples < 1 or self.teacher_inputs < 1:
             raise ValueError("n_examples and teacher_inputs must be >= 1")
 
@@ -219,6 +266,15 @@ def _draw_pair(rng, s: CorpusSettings, exclusion: Exclusion):
             return src, dst, axis, direction
 
 
+def _draw_edit_example(rng, s: CorpusSettings, exclusion: Exclusion) -> str:
+    depths, weights = zip(*[(d, w) for d, w in s.teacher_source_depths if d >= 2])
+    while True:
+        src = _draw_task(rng, rng.choices(depths, weights)[0], exclusion)
+        text = edit_description_example(src, rng, s.teacher_inputs, exclusion)
+        if text is not None:
+            return text
+
+
 def build_corpus(settings: CorpusSettings, seed: int, exclusion: Exclusion | None = None) -> list[str]:
     """Deterministic for (settings, seed, exclusion): the same texts in the same order."""
     exclusion = exclusion or Exclusion()
@@ -230,7 +286,9 @@ def build_corpus(settings: CorpusSettings, seed: int, exclusion: Exclusion | Non
     texts = []
     for _ in range(settings.n_examples):
         kind = rng.choices(kinds, shares)[0]
-        if kind == "teacher":
+        if kind == "teacher" and settings.teacher_edit_share and rng.random() < settings.teacher_edit_share:
+            texts.append(_draw_edit_example(rng, settings, exclusion))
+        elif kind == "teacher":
             src, dst, axis, direction = _draw_pair(rng, settings, exclusion)
             texts.append(teacher_example(src, dst, axis, direction, rng, settings.teacher_bug_rate,
                                          settings.teacher_inputs, settings.teacher_solution_first))

@@ -85,6 +85,50 @@ def teacher_quality(engine, executor, sources: Sequence[Task], direction: str, k
     return q, out
 
 
+def edit_description_quality(engine, executor, sources: Sequence[Task], temperature: float,
+                             seed: int = 0, max_new_tokens: int = 192) -> TeacherQuality:
+    """GASP's executor-edited lemma (`method.lemma_program=statement_deletion`), one prompt per
+    source: one of its statement deletions that is a toy task, forced as the loop forces it, and
+    the teacher's question read against that program (`faithful`: the forced program does on the
+    teacher's inputs what the question says; `true_variant`: faithful, and the question's task is
+    the deletion's). The completion's budget is the loop's: `max_new_tokens` less the forced
+    program's tokens."""
+    from selfplay_core.program_edits import EDIT_AXIS, forced_program
+    from selfplay_core.proposals import validate_proposals
+    from selfplay_core.toyworld.corpus import edited_task_deletions
+
+    rng = random.Random(f"edit-description:{seed}")
+    plan = []
+    for src in sources:
+        cands = edited_task_deletions(src)
+        if cands:
+            code, task = rng.choice(cands)
+            plan.append((src, forced_program(code), task))
+    q = TeacherQuality("describe edit", prompts=len(plan))
+    if not plan:
+        return q
+    tok = engine.tokenizer
+    forced = max(len(tok(prefix, add_special_tokens=False)["input_ids"]) for _, prefix, _ in plan)
+    sp = SamplingParams(temperature=temperature, max_new_tokens=max(1, max_new_tokens - forced),
+                        seed=seed, stop=TEACHER_STOP)
+    prompts = [teacher_prompt(s.description(), s.program(), EDIT_AXIS, "easier") + prefix
+               for s, prefix, _ in plan]
+    comps = [g[0] for g in engine.generate(prompts, 1, sp)]
+    parsed = [parse_teacher(prefix + c.text) for (_, prefix, _), c in zip(plan, comps)]
+    checks = validate_proposals(executor, parsed)
+    valid = [(task, v.proposal) for (_, _, task), v in zip(plan, checks) if v.valid]
+    q.parsed = sum(not isinstance(p, Rejection) for p in parsed)
+    q.valid = len(valid)
+    fid = proposal_fidelity(executor, [(p.question, p.code, p.inputs) for _, p in valid]) if valid else []
+    for (task, p), f in zip(valid, fid):
+        if f.faithful:
+            q.faithful += 1
+            described = parse_description(p.question)
+            q.depths[described.depth] = q.depths.get(described.depth, 0) + 1
+            q.true_variant += described == task
+    return q
+
+
 def source_coverage(items) -> tuple[int, int, int]:
     """items: (source key, line similarity to the source, is a true lemma) per valid proposal.
     Returns (sources, sources with at least one true lemma, sources whose most similar proposal

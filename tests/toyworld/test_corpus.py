@@ -1,4 +1,7 @@
 import random
+import re
+
+import pytest
 
 from selfplay_core.roles.guide import KEYS, GuideScores, parse_guide
 from selfplay_core.roles.student import StudentAnswer, parse_student
@@ -91,3 +94,50 @@ def test_bug_rate_controls_program_noise():
     assert all(noisy_program(t, rng, 0.0) == t.program() for t in tasks)
     wrong = sum(noisy_program(t, rng, 0.3) != t.program() for t in tasks) / len(tasks)
     assert 0.3 < wrong < 0.65   # 1 - 0.7**2 = 0.51, less the few steps that cannot mutate
+
+
+def _lines(code):
+    return [ln for ln in code.splitlines() if ln.strip()]
+
+
+def test_edit_description_examples_describe_a_statement_deletion_of_their_source(world, executor):
+    """With every teacher example an edit description: the prompt is the edited-lemma round's
+    (easier, axis f), the program written first is the source's program with exactly one of its
+    lines gone (checked line by line here, not with the code that made it), and the question
+    describes that program (run against it in the sandbox)."""
+    s = CorpusSettings(n_examples=300, teacher_edit_share=1.0)
+    texts = [t for t in build_corpus(s, 5, world.exclusion()) if "### Variant:" in t]
+    assert len(texts) > 60
+    items, positions = [], set()
+    for t in texts:
+        prompt, _, rest = t.partition("\n### Variant: ")
+        head, output = rest.split("\n", 1)
+        assert head == "easier, axis f"
+        assert output.startswith("### Solution\n"), output     # program first, as the round forces it
+        source = _lines(prompt.split("### Solution\n", 1)[1])
+        p = parse_teacher(output)
+        program = _lines(p.code)
+        assert len(program) == len(source) - 1
+        gone = [i for i in range(len(source)) if source[:i] + source[i + 1:] == program]
+        assert gone and 0 < gone[0] < len(source) - 1          # neither the signature nor the return
+        positions.add(gone[0])
+        items.append((p.question, p.code, p.inputs))
+    fid = proposal_fidelity(executor, items)
+    assert all(f.faithful for f in fid)
+    assert {1, 2, 3} <= positions      # deletions anywhere in the body, not one fixed line
+
+
+def test_edit_share_zero_is_the_corpus_without_the_option():
+    base = build_corpus(CorpusSettings(n_examples=300), 7)
+    assert build_corpus(CorpusSettings(n_examples=300, teacher_edit_share=0.0), 7) == base
+    mixed = build_corpus(CorpusSettings(n_examples=300, teacher_edit_share=0.5), 7)
+    assert mixed != base and len(mixed) == len(base)
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(teacher_edit_share=1.5), "teacher_edit_share must be in [0, 1]"),
+    (dict(teacher_edit_share=0.5, teacher_source_depths=((1, 1.0),)), "depth >= 2"),
+])
+def test_edit_share_settings_are_checked(kw, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        CorpusSettings(**kw)
