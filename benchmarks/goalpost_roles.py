@@ -4,7 +4,9 @@ faithful and true one-step variants, and their line similarity to the goalpost's
 student, how its failed programs differ from the reference, in line edits. With several
 proposals per source, also per source: does any of them hit a true one-step lemma, and is the one
 nearest the source's program (line similarity, below 1.0) a true lemma — whether a reward or gate
-that selects among the teacher's own proposals has anything to select.
+that selects among the teacher's own proposals has anything to select. And the teacher's
+other task in GASP's executor-edited lemma round: describing a program it is given (one
+statement of the source's program deleted by the executor).
 
     python benchmarks/goalpost_roles.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240]
         [--proposals 3] [--others 111] [--others-proposals 1] [--samples 16]
@@ -45,6 +47,22 @@ def teacher_rows(engine, executor, groups: dict, temperature: float, max_new_tok
         sim = f"{sum(sims) / len(sims):.2f}" if sims else "-"
         rows.append(f"| {name} | {s['prompts']} | {s['valid']:.2f} | {s['faithful']:.2f} | "
                     f"{s['true_variant']:.3f} | {sim} | {any_true}/{n_sources} | {top_true}/{n_sources} |")
+    return rows
+
+
+def describe_rows(engine, executor, groups: dict, temperature: float, max_new_tokens: int) -> list[str]:
+    """GASP's executor-edited lemma (`method.lemma_program=statement_deletion`): per source, one
+    of its statement deletions that is a toy task, forced as the loop forces it, and the
+    teacher's question for it read against that program."""
+    from selfplay_core.toyworld.role_quality import edit_description_quality
+
+    rows = ["| edited sources | prompts | valid | faithful to the forced program | describes the deletion exactly |",
+            "|---|---|---|---|---|"]
+    for name, sources in groups.items():
+        s = edit_description_quality(engine, executor, sources, temperature, seed=5,
+                                     max_new_tokens=max_new_tokens).shares()
+        rows.append(f"| {name} | {s['prompts']} | {s['valid']:.2f} | {s['faithful']:.2f} | "
+                    f"{s['true_variant']:.2f} |")
     return rows
 
 
@@ -127,6 +145,8 @@ def main(argv=None) -> int:
                   f"{len(others)} other depth-{deepest} pool tasks" + (f" x {args.others_proposals}" if args.others_proposals > 1 else ""):
                       [t for t in others for _ in range(args.others_proposals)]}
         print("\n".join(teacher_rows(engine, ex, groups, args.teacher_temperature, 256)))
+        print()
+        print("\n".join(describe_rows(engine, ex, groups, args.teacher_temperature, 256)))
         print()
         print("\n".join(student_rows(engine, ex, [problems[g] for g in ids], [tasks[g] for g in ids],
                                      args.samples, args.student_temperature, 256)))

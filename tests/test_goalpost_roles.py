@@ -24,6 +24,12 @@ def test_both_roles_are_counted_on_the_shipped_goalposts(tmp_path):
         assert m, out
         covered, selectable = map(int, m.groups())
         assert selectable <= covered <= n_sources
+    # the edited-lemma rows: one forced deletion per source prompt, shares in [0, 1]
+    for name, n in ((rf"its {len(ids)} goalposts x 2", 2 * len(ids)), (r"5 other depth-\d pool tasks x 2", 10)):
+        m = re.search(rf"^\| {name} \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", out, re.M)
+        assert m, out
+        valid, faithful, exact = map(float, m.groups()[1:])
+        assert int(m.group(1)) <= n and 0 <= exact <= faithful <= valid <= 1
     head = re.search(r"(\d+) pass, (\d+) unparsed, (\d+) failed programs", out)
     assert head and sum(map(int, head.groups())) == 3 * len(ids), out
     classes = [int(m) for m in re.findall(r"^\| [a-z_]+ \| (\d+) \| [\d.]+ \|$", out, re.M)]
