@@ -105,6 +105,9 @@ def main(argv=None) -> int:
     ap.add_argument("--teacher-temperature", type=float, default=0.4)
     ap.add_argument("--student-temperature", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--match-reps", action="store_true",
+                    help="other tasks only with an (input, output) representation pair some goalpost "
+                         "has: a gap that is not the adapters' lines")
     args = ap.parse_args(argv)
     for flag in ("proposals", "others_proposals", "samples"):
         if getattr(args, flag) < 1:
@@ -138,11 +141,15 @@ def main(argv=None) -> int:
     deepest = max(t.depth for t in tasks.values())
     chosen = set(ids)
     others = [t for i, t in tasks.items() if t.depth == deepest and i not in chosen]
+    if args.match_reps:
+        reps = {(tasks[g].in_rep, tasks[g].out_rep) for g in ids}
+        others = [t for t in others if (t.in_rep, t.out_rep) in reps]
     others = random.Random(args.seed).sample(others, min(args.others, len(others)))
     engine = HFEngine(str(args.model), batch_size=64)
     with Executor(SandboxConfig(workers=2)) as ex:
+        like = " with a goalpost's representations" if args.match_reps else ""
         groups = {f"its {len(ids)} goalposts x {args.proposals}": [tasks[g] for g in ids for _ in range(args.proposals)],
-                  f"{len(others)} other depth-{deepest} pool tasks" + (f" x {args.others_proposals}" if args.others_proposals > 1 else ""):
+                  f"{len(others)} other depth-{deepest} pool tasks{like}" + (f" x {args.others_proposals}" if args.others_proposals > 1 else ""):
                       [t for t in others for _ in range(args.others_proposals)]}
         print("\n".join(teacher_rows(engine, ex, groups, args.teacher_temperature, 256)))
         print()

@@ -36,6 +36,25 @@ def test_both_roles_are_counted_on_the_shipped_goalposts(tmp_path):
     assert sum(classes) == int(head.group(3))
 
 
+def test_match_reps_keeps_other_tasks_with_a_goalposts_representations(tmp_path):
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+    from selfplay_core.toyworld.splits import build_world
+
+    ids = json.loads((ASSET_DIR / "goalposts.json").read_text())["ids"]
+    pool = build_world(0).goalpost_pool
+    tasks = dict(zip([p.id for p in pool.problems], pool.tasks))
+    deepest = max(t.depth for t in tasks.values())
+    reps = {(tasks[g].in_rep, tasks[g].out_rep) for g in ids}
+    # counted here from the pool itself, not by the script's filter
+    n = sum(1 for i, t in tasks.items() if t.depth == deepest and i not in ids and (t.in_rep, t.out_rep) in reps)
+    assert 0 < n < sum(1 for i, t in tasks.items() if t.depth == deepest and i not in ids)
+    r = run_benchmark("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--proposals", 1,
+                      "--others", 1000, "--samples", 1, "--match-reps", timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert re.search(rf"^\| {n} other depth-{deepest} pool tasks with a goalpost's representations \| {n} \|",
+                     r.stdout, re.M), r.stdout
+
+
 def test_goalposts_of_another_world_are_one_clear_error(tmp_path):
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
