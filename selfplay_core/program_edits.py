@@ -64,6 +64,16 @@ def forced_program(code: str) -> str:
     return f"{SOLUTION_HEADER}\n{code.rstrip()}\n{TASK_HEADER}\n"
 
 
+def budget_after_forced(tokenizer, prefixes, max_new_tokens: int) -> int:
+    """The teacher's output budget less the longest forced program's tokens (at least 1): the
+    forced program is part of the proposal, so prompt + proposal stay within what a free lemma
+    gets (and within the model's context). Without a tokenizer the budget is left as it is."""
+    if tokenizer is None:
+        return max_new_tokens
+    forced = max((len(tokenizer(x, add_special_tokens=False)["input_ids"]) for x in prefixes), default=0)
+    return max(1, max_new_tokens - forced)
+
+
 def _is_docstring(node: ast.stmt) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 

@@ -18,15 +18,10 @@ from dataclasses import replace
 from selfplay_core import stages as S
 from selfplay_core.config_errors import ConfigError
 from selfplay_core.methods.rounds import DescribedRound
-from selfplay_core.program_edits import EDIT_AXIS as AXIS, forced_program, statement_deletions
+from selfplay_core.program_edits import (EDIT_AXIS as AXIS, budget_after_forced, forced_program,
+                                         statement_deletions)
 from selfplay_core.records import IterationLog, Proposal
 from selfplay_core.roles.teacher import teacher_prompt
-
-
-def prefix_tokens(ctx, text: str) -> int:
-    """Tokens of `text` by the run's tokenizer (the engine's when the context has none)."""
-    tok = ctx.tokenizer or getattr(ctx.engine, "tokenizer", None)
-    return len(tok(text, add_special_tokens=False)["input_ids"]) if tok is not None else 0
 
 
 class StatementDeletionRound(DescribedRound):
@@ -54,10 +49,10 @@ class StatementDeletionRound(DescribedRound):
         if not plan:
             return []
         sp = S.teacher_sampling(ctx)
-        # The forced program is part of the proposal: it spends the teacher's output budget, so
-        # prompt + proposal stay within what a free lemma gets (and within the model's context).
-        forced = max(prefix_tokens(ctx, prefix) for _, prefix, _ in plan)
-        sp = replace(sp, max_new_tokens=max(1, sp.max_new_tokens - forced))
+        # the forced program spends the teacher's output budget (the run's tokenizer, else the engine's)
+        tok = ctx.tokenizer or getattr(ctx.engine, "tokenizer", None)
+        sp = replace(sp, max_new_tokens=budget_after_forced(tok, [prefix for _, prefix, _ in plan],
+                                                            sp.max_new_tokens))
         groups = ctx.engine.generate([prompt for _, _, prompt in plan], 1, sp)
         return [Proposal(self.kind, a, AXIS, self.direction, prompt, comps[0],
                          id=f"it{ctx.state.iteration}/{self.kind}/{ctx.next_id()}",

@@ -57,32 +57,40 @@ def teacher_quality(engine, executor, sources: Sequence[Task], direction: str, k
                     temperature: float, seed: int = 0, max_new_tokens: int = 192):
     """One proposal per source task (random axis); returns (TeacherQuality, proposals) where
     proposals are (source, parsed proposal, faithful, true variant) for the valid ones."""
-    from selfplay_core.proposals import validate_proposals
-
     rng = random.Random(f"teacher-quality:{seed}:{kind}")
     prompts = [teacher_prompt(t.description(), t.program(), rng.choice(("f", "io")), direction)
                for t in sources]
     sp = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
                         stop=TEACHER_STOP)
     comps = [g[0] for g in engine.generate(prompts, 1, sp)]
-    parsed = [parse_teacher(c.text) for c in comps]
-    checks = validate_proposals(executor, parsed)
     q = TeacherQuality(kind, prompts=len(prompts))
-    valid = [(src, v.proposal) for src, v in zip(sources, checks) if v.valid]
+    out = _grade(q, executor, [parse_teacher(c.text) for c in comps], sources,
+                 lambda src, task: is_true_variant(src, task, direction))
+    return q, out
+
+
+def _grade(q: TeacherQuality, executor, parsed: list, keys: Sequence, is_true) -> list:
+    """Counts into `q` the parsed, valid (the executor's gate), faithful (the question describes
+    the code on the proposal's inputs) and true proposals (`is_true(key, described task)`, asked
+    of faithful ones); returns (key, proposal, faithful, true) for the valid ones."""
+    from selfplay_core.proposals import validate_proposals
+
+    checks = validate_proposals(executor, parsed)
+    valid = [(key, v.proposal) for key, v in zip(keys, checks) if v.valid]
     q.parsed = sum(not isinstance(p, Rejection) for p in parsed)
     q.valid = len(valid)
     fid = proposal_fidelity(executor, [(p.question, p.code, p.inputs) for _, p in valid]) if valid else []
     out = []
-    for (src, p), f in zip(valid, fid):
+    for (key, p), f in zip(valid, fid):
         true = False
         if f.faithful:
             q.faithful += 1
             task = parse_description(p.question)
             q.depths[task.depth] = q.depths.get(task.depth, 0) + 1
-            true = is_true_variant(src, task, direction)
+            true = bool(is_true(key, task))
             q.true_variant += true
-        out.append((src, p, f.faithful, true))
-    return q, out
+        out.append((key, p, f.faithful, true))
+    return out
 
 
 def edit_description_quality(engine, executor, sources: Sequence[Task], temperature: float,
@@ -93,8 +101,7 @@ def edit_description_quality(engine, executor, sources: Sequence[Task], temperat
     teacher's inputs what the question says; `true_variant`: faithful, and the question's task is
     the deletion's). The completion's budget is the loop's: `max_new_tokens` less the forced
     program's tokens."""
-    from selfplay_core.program_edits import EDIT_AXIS, forced_program
-    from selfplay_core.proposals import validate_proposals
+    from selfplay_core.program_edits import EDIT_AXIS, budget_after_forced, forced_program
     from selfplay_core.toyworld.corpus import edited_task_deletions
 
     rng = random.Random(f"edit-description:{seed}")
@@ -107,25 +114,13 @@ def edit_description_quality(engine, executor, sources: Sequence[Task], temperat
     q = TeacherQuality("describe edit", prompts=len(plan))
     if not plan:
         return q
-    tok = engine.tokenizer
-    forced = max(len(tok(prefix, add_special_tokens=False)["input_ids"]) for _, prefix, _ in plan)
-    sp = SamplingParams(temperature=temperature, max_new_tokens=max(1, max_new_tokens - forced),
-                        seed=seed, stop=TEACHER_STOP)
+    budget = budget_after_forced(engine.tokenizer, [prefix for _, prefix, _ in plan], max_new_tokens)
+    sp = SamplingParams(temperature=temperature, max_new_tokens=budget, seed=seed, stop=TEACHER_STOP)
     prompts = [teacher_prompt(s.description(), s.program(), EDIT_AXIS, "easier") + prefix
                for s, prefix, _ in plan]
     comps = [g[0] for g in engine.generate(prompts, 1, sp)]
     parsed = [parse_teacher(prefix + c.text) for (_, prefix, _), c in zip(plan, comps)]
-    checks = validate_proposals(executor, parsed)
-    valid = [(task, v.proposal) for (_, _, task), v in zip(plan, checks) if v.valid]
-    q.parsed = sum(not isinstance(p, Rejection) for p in parsed)
-    q.valid = len(valid)
-    fid = proposal_fidelity(executor, [(p.question, p.code, p.inputs) for _, p in valid]) if valid else []
-    for (task, p), f in zip(valid, fid):
-        if f.faithful:
-            q.faithful += 1
-            described = parse_description(p.question)
-            q.depths[described.depth] = q.depths.get(described.depth, 0) + 1
-            q.true_variant += described == task
+    _grade(q, executor, parsed, [task for _, _, task in plan], lambda deleted, described: described == deleted)
     return q
 
 
