@@ -191,9 +191,22 @@ class TeacherConfig(_Frozen):
     # the student's tasks. A lever of the learning study: does the teacher's own policy gradient
     # cost the student? (The oracle curriculum, which has no teacher rollouts, is the contrast.)
     train: bool = True
+    # A frozen teacher that is not the policy (outside GASP's one-model premise: a separate or
+    # larger model proposes, the learner trains the student alone): a model folder (HF format)
+    # whose weights write every proposal and are never updated. None: the policy proposes.
+    model: str | None = None
+    # vLLM runs: a second server serving `model` (the policy's server receives every update).
+    vllm_url: str | None = None
 
     @model_validator(mode="after")
     def _check(self):
+        if self.vllm_url and not self.model:
+            raise ValueError("teacher.vllm_url serves a frozen teacher: set teacher.model to the "
+                             "weights it serves")
+        if self.model and self.train:
+            raise ValueError(f"teacher.model ({self.model}): a frozen teacher's proposals are "
+                             "another model's tokens, so the learner cannot take a policy "
+                             "gradient on them: set teacher.train=false")
         if not self.axes:
             raise ValueError("teacher.axes must name at least one axis (f, io)")
         if self.min_inputs > self.max_inputs:
@@ -418,7 +431,14 @@ class RunConfig(_Frozen):
                 raise ValueError(f"the GPU plan launches {gpu.server_replicas} vLLM server(s) "
                                  "(rollout_gpus / tensor_parallel_size): list as many URLs in "
                                  f"engine.vllm_url, got {n}")
+        if self.teacher.model and self.engine.backend == "vllm" and not self.teacher.vllm_url:
+            raise ValueError("teacher.vllm_url: the frozen teacher of a vLLM run is a second "
+                             f"server serving {self.teacher.model} (e.g. `selfplay vllm-serve "
+                             f"{self.teacher.model} --port 8002`); set teacher.vllm_url to it")
         d = self.diagnostics
+        if self.teacher.model and d.oracle_curriculum:
+            raise ValueError("teacher.model: diagnostics.oracle_curriculum has no model teacher; "
+                             "drop one of them")
         if d.active and (self.world.name != "toy" or self.method.name != "gasp"):
             raise ValueError("diagnostics.* need the toy world (its oracle) and method gasp")
         if d.oracle_curriculum and d.oracle_filter:

@@ -42,6 +42,9 @@ class RunContext:
     state: RunState = field(default_factory=RunState)
     rng: random.Random | None = None             # None: seeded from config.seed (and the state)
     engine: Any = None                           # generation (engines.base.Engine)
+    # A frozen teacher that is not the policy (teacher.model): it writes every proposal and never
+    # receives the learner's weights. None: the policy proposes (`proposer` is `engine`).
+    teacher_engine: Any = None
     executor: Any = None                         # the sandbox (sandbox.Executor)
     learner: Any = None                          # rl.learner.Learner
     tokenizer: Any = None
@@ -86,6 +89,11 @@ class RunContext:
             self.contamination = contamination_index(self.eval_problems, threshold)
         if self.background is None:
             self.background = BackgroundUpdate(self)
+
+    @property
+    def proposer(self):
+        """The engine that writes proposals: the frozen teacher's, else the policy's."""
+        return self.teacher_engine if self.teacher_engine is not None else self.engine
 
     # ---- helpers the stages share ------------------------------------------------------------
     def next_seed(self) -> int:

@@ -57,7 +57,7 @@ def propose(ctx, anchors: Sequence[Anchor], kind: str, direction: str, n: int) -
     if not plan:
         return []
     sp = teacher_sampling(ctx)
-    groups = ctx.engine.generate([p for _, _, p in plan], n, sp)
+    groups = ctx.proposer.generate([p for _, _, p in plan], n, sp)
     out = []
     for (a, axis, prompt), comps in zip(plan, groups):
         for c in comps:

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from selfplay_core.config_errors import ConfigError
 from selfplay_core.checkpoints import (Checkpoint, resolve_checkpoint, restore_rng_states, rng_states,
                                        write_checkpoint)
 from selfplay_core.engines.weight_sync import is_peft, iter_sync_tensors
@@ -59,6 +60,25 @@ def _learner_setup(cfg, policy):
     return prepare_for(policy, cfg.gpu), {"accelerator": make_accelerator(cfg.gpu),
                                           "low_precision": low_precision_rounding(cfg.gpu),
                                           "release_cuda_cache": colocated}
+
+
+def make_teacher_engine(cfg):
+    """The frozen teacher of `teacher.model` (None without one): an in-process hf engine on its
+    weights, or on a vLLM run the server of `teacher.vllm_url`. It never receives a weight push.
+    A folder that is not a model is an error before anything loads."""
+    t = cfg.teacher
+    if not t.model:
+        return None
+    if t.vllm_url:
+        from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
+
+        return VLLMEngine(VLLMEngineConfig(base_url=t.vllm_url))
+    path = Path(t.model).expanduser()
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"teacher.model {t.model}: not a model folder (no config.json); give the "
+                          "folder a checkpoint or `save_pretrained` wrote")
+    log.info("teacher: a frozen model, %s (the learner trains the student only)", path)
+    return E.make_hf_engine(cfg, path)
 
 
 def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
@@ -148,6 +168,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
             turn = vllm.learner_turn
         else:
             push = hf_push(engine)
+        teacher_engine = make_teacher_engine(cfg)
         if executor is None:
             executor = Executor(cfg.sandbox)
             closers.append(executor.close)
@@ -160,7 +181,8 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
         raise
     state.goalpost_ids = [g.id for g in goalposts]
     start = resolve_model_dir(cfg) if resume else model_dir
-    return RunContext(cfg, run_dir, state, engine=engine, executor=executor, learner=learner,
+    return RunContext(cfg, run_dir, state, engine=engine, teacher_engine=teacher_engine,
+                      executor=executor, learner=learner,
                       tokenizer=tokenizer, model_dir=model_dir, start_model_dir=start, world=world,
                       eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
                       goalposts=goalposts, fidelity_fn=world.fidelity_fn,

@@ -89,6 +89,8 @@ def attach(ctx) -> WallClock:
     clock = WallClock()
     if not isinstance(ctx.engine, _Timed):
         ctx.engine = TimedEngine(ctx.engine, clock)
+    if ctx.teacher_engine is not None and not isinstance(ctx.teacher_engine, _Timed):
+        ctx.teacher_engine = TimedEngine(ctx.teacher_engine, clock)
     if not isinstance(ctx.executor, _Timed):
         ctx.executor = TimedExecutor(ctx.executor, clock)
     return clock

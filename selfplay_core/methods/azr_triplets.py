@@ -24,9 +24,11 @@ def triplet_kind(task_type: str) -> str:
     return f"azr_{task_type}"
 
 
-def _fits(ctx, prompt: str, max_new_tokens: int) -> bool:
-    limit = getattr(ctx.engine, "max_length", None)
-    tok = ctx.tokenizer
+def _fits(ctx, prompt: str, max_new_tokens: int, engine=None) -> bool:
+    """Whether prompt + max_new_tokens fit the context of `engine` (default: the policy's)."""
+    engine = ctx.engine if engine is None else engine
+    limit = getattr(engine, "max_length", None)
+    tok = getattr(engine, "tokenizer", None) if engine is ctx.teacher_engine else ctx.tokenizer
     if not limit or tok is None:
         return True
     return len(tok(prompt, add_special_tokens=False)["input_ids"]) + max_new_tokens <= limit
@@ -61,7 +63,7 @@ class TripletRound(Round):
         for _ in range(self.n):
             refs = self.references(ctx, self.config.references)
             prompt = azr_role.proposer_prompt(self.task_type, [t for _, t in refs])
-            while len(refs) > 1 and not _fits(ctx, prompt, e.max_new_tokens_teacher):
+            while len(refs) > 1 and not _fits(ctx, prompt, e.max_new_tokens_teacher, ctx.proposer):
                 refs = refs[:-1]
                 prompt = azr_role.proposer_prompt(self.task_type, [t for _, t in refs])
             first = refs[0] if refs else ("azr-seed", None)
@@ -70,7 +72,7 @@ class TripletRound(Round):
         if not plan:
             return []
         sp = S.teacher_sampling(ctx, stop=azr_role.STOP)
-        groups = ctx.engine.generate([p for _, p in plan], 1, sp)
+        groups = ctx.proposer.generate([p for _, p in plan], 1, sp)
         return [Proposal(self.kind, a, "", "propose", prompt, comps[0],
                          id=f"it{ctx.state.iteration}/{self.kind}/{ctx.next_id()}",
                          temperature=sp.temperature)

@@ -18,6 +18,8 @@ class RLVRConfig(MethodConfig):
         if run.student.replay_tasks_per_iteration:
             raise ValueError("student.replay_tasks_per_iteration: method rlvr has no buffer to "
                              "replay; set it to 0")
+        if run.teacher.model:
+            raise ValueError("teacher.model: method rlvr has no teacher; drop teacher.model")
 
 
 @register

@@ -137,13 +137,13 @@ class DocumentRound(Round):
         t = ctx.config.teacher
         budget = ctx.config.engine.max_new_tokens_teacher
         plan = [(d, role.challenger_prompt(d, self.config.prompt, t.min_inputs)) for d in self.docs.values()]
-        fitting = [(d, q) for d, q in plan if fits(ctx.engine, q, budget)]
+        fitting = [(d, q) for d, q in plan if fits(ctx.proposer, q, budget)]
         self.too_long = len(plan) - len(fitting)   # logged by validate
         if not fitting:
             return []
         docs, prompts = [d for d, _ in fitting], [q for _, q in fitting]
         sp = S.teacher_sampling(ctx, stop=role.STOP)
-        groups = ctx.engine.generate(prompts, self.config.proposals_per_document, sp)
+        groups = ctx.proposer.generate(prompts, self.config.proposals_per_document, sp)
         return [Proposal(KIND, Anchor(d.id, d.description, d.source), "", "document", prompt, c,
                          id=f"it{ctx.state.iteration}/{KIND}/{ctx.next_id()}",
                          temperature=sp.temperature)

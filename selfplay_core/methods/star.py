@@ -53,6 +53,9 @@ class STaRConfig(MethodConfig):
         if run.student.replay_tasks_per_iteration:
             raise ValueError("student.replay_tasks_per_iteration: method star has no buffer to "
                              "replay; set it to 0")
+        if run.teacher.model:
+            raise ValueError("teacher.model: method star has no teacher (its hints come from "
+                             "the real tasks); drop teacher.model")
 
 
 @dataclass

@@ -178,6 +178,20 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
              "an output, and draws ones not yet in the buffer first",
         diagnostics=("teacher/lemma/fidelity", "teacher/lemma/true_variant",
                      "teacher/lemma/acceptance", "teacher/lemma/usable_edits")),
+    # Added 5 Dec 2026 (10:55 UTC) after goalpost_roles measured the de-edit checkpoint writing a
+    # true one-step lemma for 28 of the deep-pool study's 37 goalposts (36 % of 592 proposals),
+    # where the study's own start checkpoint writes one for 5; before any run of it. Not GASP
+    # (one model plays both roles there): the decomposition of its gap to the oracle curriculum.
+    Arm(name="gasp-frozen-teacher", label="GASP loop, a separate frozen teacher (not one model)",
+        config="tiny-cpu.yaml",
+        overrides=("teacher.model=runs/de-edit/model", "teacher.train=false"), kind="ablation",
+        note="GASP's rounds, bands, gates and student update; every proposal is written by the "
+             "frozen checkpoint runs/de-edit/model (benchmarks/teacher_bootstrap.py, README) and "
+             "the learner trains the student only: can the loop turn a teacher that writes true "
+             "lemmas into goalpost hits, as the oracle curriculum does?",
+        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
+                     "teacher/lemma/true_variant", "teacher/lift/true_variant",
+                     "teacher/lemma/acceptance")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),

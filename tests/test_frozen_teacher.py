@@ -1,0 +1,134 @@
+"""teacher.model: a frozen teacher that is not the policy writes every proposal and never gets
+the learner's weights (the decomposition arm of the learning study; outside GASP's one-model
+premise). Real engines on real checkpoints: the committed toy model, and a randomly initialised
+model of its architecture whose proposals never parse."""
+
+import json
+
+import pytest
+import torch
+
+from selfplay_core import stages as S
+from selfplay_core.config import ConfigError, load_config
+from selfplay_core.engines.hf import HFEngine
+from selfplay_core.records import Anchor
+from selfplay_core.roles.common import Rejection
+from selfplay_core.roles.teacher import parse_teacher
+from selfplay_core.run_context import RunContext
+from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+
+@pytest.fixture(scope="module")
+def random_model_dir(tmp_path_factory):
+    """The toy model's architecture and tokenizer with freshly initialised weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    out = tmp_path_factory.mktemp("random") / "model"
+    torch.manual_seed(1234)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(ASSET_DIR)).save_pretrained(out)
+    AutoTokenizer.from_pretrained(ASSET_DIR).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def goalposts():
+    from selfplay_core.toyworld.splits import build_world
+
+    return [p for p in build_world(0).goalpost_pool.problems if p.metadata["depth"] == 3][:4]
+
+
+def _anchors(goalposts):
+    return [Anchor(g.id, g.prompt, g.metadata["reference"], goalpost_id=g.id) for g in goalposts]
+
+
+def _parsed(texts):
+    return sum(not isinstance(parse_teacher(t), Rejection) for t in texts)
+
+
+# ---- config: one clear error each, before anything loads ------------------------------------
+
+@pytest.mark.parametrize("sets, words", [
+    (["teacher.model=some/dir"], ["teacher.model", "teacher.train=false"]),
+    (["teacher.vllm_url=http://127.0.0.1:8002"], ["teacher.vllm_url", "teacher.model"]),
+    (["teacher.model=some/dir", "teacher.train=false", "engine.backend=vllm",
+      "engine.vllm_url=http://127.0.0.1:8000"], ["teacher.vllm_url", "some/dir"]),
+    (["teacher.model=some/dir", "teacher.train=false", "method=rlvr",
+      "student.real_tasks_per_iteration=8"], ["method rlvr has no teacher"]),
+    (["teacher.model=some/dir", "teacher.train=false", "diagnostics.oracle_curriculum=true"],
+     ["oracle_curriculum"]),
+])
+def test_bad_frozen_teacher_settings_are_one_error_naming_the_keys(sets, words):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, sets)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_a_teacher_folder_without_a_model_is_an_error_before_the_run(tmp_path):
+    from selfplay_core.loop.context import make_teacher_engine
+
+    cfg = load_config(None, [f"teacher.model={tmp_path}", "teacher.train=false"])
+    with pytest.raises(ConfigError, match="not a model folder"):
+        make_teacher_engine(cfg)
+    assert make_teacher_engine(load_config(None, [])) is None
+
+
+# ---- who proposes ---------------------------------------------------------------------------
+
+def test_the_frozen_teacher_writes_the_proposals_not_the_policy(random_model_dir, goalposts):
+    """Policy: random weights (its own proposals never parse, measured here on the same
+    prompts); teacher: the toy checkpoint. Every proposal is the teacher's."""
+    cfg = load_config(None, ["teacher.model=x", "teacher.train=false"])
+    policy, teacher = HFEngine(str(random_model_dir)), HFEngine(str(ASSET_DIR))
+    ctx = RunContext(cfg, engine=policy, teacher_engine=teacher)
+    props = S.propose(ctx, _anchors(goalposts), "lemma", "easier", 2)
+    assert len(props) == 8
+    from_teacher = _parsed(p.completion.text for p in props)
+    own = S.propose(RunContext(cfg, engine=policy), _anchors(goalposts), "lemma", "easier", 2)
+    assert [p.prompt for p in own] == [p.prompt for p in props]
+    assert _parsed(p.completion.text for p in own) == 0
+    assert from_teacher >= 4, [p.completion.text[:80] for p in props]
+
+
+def test_a_run_updates_the_student_and_never_the_frozen_teacher(tmp_path, executor, goalposts):
+    """One GASP iteration from the toy checkpoint, with a frozen copy of the same weights as
+    teacher: after the update the policy's weights have moved and the teacher's equal its
+    folder's; the update trained on the student's samples alone."""
+    from transformers import AutoModelForCausalLM
+
+    from selfplay_core.loop.context import build_context
+    from selfplay_core.loop.driver import direct
+    from selfplay_core.methods import method_for
+    from selfplay_core.records import IterationLog
+
+    frozen = tmp_path / "teacher"
+    AutoModelForCausalLM.from_pretrained(ASSET_DIR).save_pretrained(frozen)
+    from transformers import AutoTokenizer
+    AutoTokenizer.from_pretrained(ASSET_DIR).save_pretrained(frozen)
+    gp = tmp_path / "goalposts.json"
+    gp.write_text(json.dumps({"format": "selfplay-goalposts/1", "ids": [g.id for g in goalposts],
+                              "reserve": []}))
+    cfg = load_config("configs/tiny-cpu.yaml", [
+        f"model.path={ASSET_DIR}", f"out_dir={tmp_path / 'runs'}", f"teacher.model={frozen}",
+        "teacher.train=false", f"world.goalposts={gp}", "world.max_goalposts=null", "iterations=1",
+        "method.goalposts_per_iteration=4", "method.proposals_per_anchor=2",
+        "student.samples_per_task=4", "student.batch_size=32", "student.fill=none",
+        "engine.max_new_tokens_teacher=160", "engine.max_new_tokens_student=64",
+        "eval.verdict=false"])
+    ctx = build_context(cfg, tmp_path / "run", executor=executor)
+    try:
+        method = method_for(cfg.method)
+        method.setup(ctx)
+        log = IterationLog()
+        done, student = method.run_iteration(ctx, log, direct)
+        assert any(p.accepted for p in done) and student
+        disk = AutoModelForCausalLM.from_pretrained(frozen).state_dict()
+        tw = ctx.teacher_engine.model.state_dict()
+        assert all(torch.equal(tw[k], disk[k]) for k in disk)
+        pw = ctx.engine.model.state_dict()
+        assert any(not torch.equal(pw[k], disk[k]) for k in disk)
+        # teacher.train=false: every rollout the learner saw was a student sample
+        rolls = S.rollouts(ctx, done, student)
+        assert rolls and {r.role for r in rolls} == {"student"}
+    finally:
+        ctx.close()
