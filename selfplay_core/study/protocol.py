@@ -192,6 +192,19 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
                      "teacher/lemma/true_variant", "teacher/lift/true_variant",
                      "teacher/lemma/acceptance")),
+    # Added 5 Dec 2026 (11:09 UTC) after gasp-frozen-teacher's seeds 0-4 (10, 13, 9, 7, 17 hits of
+    # 37; in the loop 33 of its 40 accepted p = 0 lemmas were unfaithful, seed 0), before any run
+    # of it: the student band the oracle curriculum has, without the oracle.
+    Arm(name="gasp-frozen-teacher-band", label="GASP loop, separate frozen teacher, student band [0.1, 0.7]",
+        config="tiny-cpu.yaml",
+        overrides=("teacher.model=runs/de-edit/model", "teacher.train=false",
+                   "student.train_band=[0.1, 0.7]"), kind="ablation",
+        note="gasp-frozen-teacher, and the student trains only on proposals it solves 10-70 % of "
+             "the time (a p = 0 proposal of this teacher is mostly unfaithful): it then differs "
+             "from the oracle curriculum in its proposals alone",
+        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
+                     "teacher/lemma/true_variant", "teacher/lift/true_variant",
+                     "teacher/lemma/acceptance")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
