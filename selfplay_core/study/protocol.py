@@ -205,6 +205,17 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
                      "teacher/lemma/true_variant", "teacher/lift/true_variant",
                      "teacher/lemma/acceptance")),
+    # Added 5 Dec 2026 (11:24 UTC) after gasp-frozen-teacher-band (14.0 hits of 37 against the
+    # frozen teacher's 11.7 without the band), before any run of it: the band with GASP's own
+    # teacher, the other cell of teacher x band.
+    Arm(name="gasp-band", label="GASP, student band [0.1, 0.7]", config="tiny-cpu.yaml",
+        overrides=("student.train_band=[0.1, 0.7]",), kind="ablation",
+        note="GASP (one model, the teacher trained), and the student trains only on proposals it "
+             "solves 10-70 % of the time: is the band or the separate teacher what lifts "
+             "gasp-frozen-teacher-band?",
+        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
+                     "teacher/lemma/true_variant", "teacher/lift/true_variant",
+                     "teacher/lemma/acceptance")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
