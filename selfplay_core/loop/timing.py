@@ -89,8 +89,9 @@ def attach(ctx) -> WallClock:
     clock = WallClock()
     if not isinstance(ctx.engine, _Timed):
         ctx.engine = TimedEngine(ctx.engine, clock)
-    if ctx.teacher_engine is not None and not isinstance(ctx.teacher_engine, _Timed):
-        ctx.teacher_engine = TimedEngine(ctx.teacher_engine, clock)
+    teacher = getattr(ctx, "teacher_engine", None)   # a frozen teacher generates too
+    if teacher is not None and not isinstance(teacher, _Timed):
+        ctx.teacher_engine = TimedEngine(teacher, clock)
     if not isinstance(ctx.executor, _Timed):
         ctx.executor = TimedExecutor(ctx.executor, clock)
     return clock

@@ -89,6 +89,10 @@ def default_protocol() -> Protocol:
     return Protocol(arms=DEFAULT_ARMS, common=STUDY_COMMON)
 
 
+# The toy oracle's reading of a GASP-style teacher's lemmas and lifts (diagnostics, never rewards).
+PROPOSAL_DIAGNOSTICS = ("teacher/lemma/fidelity", "teacher/lift/fidelity", "teacher/lemma/true_variant",
+                        "teacher/lift/true_variant", "teacher/lemma/acceptance")
+
 DEFAULT_ARMS: tuple[Arm, ...] = (
     Arm(name="base", label="start checkpoint (no training)", kind="baseline",
         note="the floor: the start checkpoint sampled floor_samplings times"),
@@ -165,9 +169,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="GASP; each lemma's program is its goalpost's reference with one statement deleted "
              "(the executor's edit), the teacher writes the question and inputs for it; lifts "
              "and rewards as GASP",
-        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
-                     "teacher/lemma/true_variant", "teacher/lift/true_variant",
-                     "teacher/lemma/acceptance")),
+        diagnostics=PROPOSAL_DIAGNOSTICS),
     # Added 5 Dec 2026 after the gasp-edit study (per iteration of 10 edit lemmas 4.8 failed in
     # the sandbox and 2.2 repeated an earlier deletion), before any run of it.
     Arm(name="gasp-edit-screened", label="GASP, executor-edited lemmas, screened",
@@ -189,9 +191,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
              "frozen checkpoint runs/de-edit/model (benchmarks/teacher_bootstrap.py, README) and "
              "the learner trains the student only: can the loop turn a teacher that writes true "
              "lemmas into goalpost hits, as the oracle curriculum does?",
-        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
-                     "teacher/lemma/true_variant", "teacher/lift/true_variant",
-                     "teacher/lemma/acceptance")),
+        diagnostics=PROPOSAL_DIAGNOSTICS),
     # Added 5 Dec 2026 (11:09 UTC) after gasp-frozen-teacher's seeds 0-4 (10, 13, 9, 7, 17 hits of
     # 37; in the loop 33 of its 40 accepted p = 0 lemmas were unfaithful, seed 0), before any run
     # of it: the student band the oracle curriculum has, without the oracle.
@@ -202,9 +202,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="gasp-frozen-teacher, and the student trains only on proposals it solves 10-70 % of "
              "the time (a p = 0 proposal of this teacher is mostly unfaithful): it then differs "
              "from the oracle curriculum in its proposals alone",
-        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
-                     "teacher/lemma/true_variant", "teacher/lift/true_variant",
-                     "teacher/lemma/acceptance")),
+        diagnostics=PROPOSAL_DIAGNOSTICS),
     # Added 5 Dec 2026 (11:24 UTC) after gasp-frozen-teacher-band (14.0 hits of 37 against the
     # frozen teacher's 11.7 without the band), before any run of it: the band with GASP's own
     # teacher, the other cell of teacher x band.
@@ -213,9 +211,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="GASP (one model, the teacher trained), and the student trains only on proposals it "
              "solves 10-70 % of the time: is the band or the separate teacher what lifts "
              "gasp-frozen-teacher-band?",
-        diagnostics=("teacher/lemma/fidelity", "teacher/lift/fidelity",
-                     "teacher/lemma/true_variant", "teacher/lift/true_variant",
-                     "teacher/lemma/acceptance")),
+        diagnostics=PROPOSAL_DIAGNOSTICS),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),

@@ -156,6 +156,44 @@ def test_the_loops_sampling_does_not_kill_the_cpu_server(servers):
     assert a.proc.poll() is None
 
 
+def test_a_frozen_teacher_served_by_vllm_writes_the_proposals(servers, tmp_path):
+    """teacher.model + teacher.vllm_url: the run's proposer is the second server, not the
+    policy. Policy: random weights of the toy architecture, whose own proposals never parse
+    (measured here on the same prompts); the served toy model's do."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from selfplay_core import stages as S
+    from selfplay_core.config import load_config
+    from selfplay_core.engines.hf import HFEngine
+    from selfplay_core.loop.context import make_teacher_engine
+    from selfplay_core.records import Anchor
+    from selfplay_core.roles.common import Rejection
+    from selfplay_core.roles.teacher import parse_teacher
+    from selfplay_core.run_context import RunContext
+
+    rand = tmp_path / "random"
+    torch.manual_seed(1234)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(ASSET)).save_pretrained(rand)
+    AutoTokenizer.from_pretrained(ASSET).save_pretrained(rand)
+    a, b = servers["procs"]
+    cfg = load_config(None, ["engine.backend=vllm", f"engine.vllm_url={a.url}",
+                             f"teacher.model={servers['served']}", "teacher.train=false",
+                             f"teacher.vllm_url={b.url}"])
+    teacher = make_teacher_engine(cfg)
+    assert teacher.server_info().device == "cpu"
+    from selfplay_core.toyworld.splits import build_world
+
+    pool = [p for p in build_world(0).goalpost_pool.problems if p.metadata["depth"] == 3][:4]
+    anchors = [Anchor(g.id, g.prompt, g.metadata["reference"], goalpost_id=g.id) for g in pool]
+    policy = HFEngine(str(rand))
+    props = S.propose(RunContext(cfg, engine=policy, teacher_engine=teacher), anchors, "lemma", "easier", 2)
+    own = S.propose(RunContext(cfg, engine=policy), anchors, "lemma", "easier", 2)
+    parsed = lambda ps: sum(not isinstance(parse_teacher(p.completion.text), Rejection) for p in ps)  # noqa: E731
+    assert len(props) == 8 and [p.prompt for p in own] == [p.prompt for p in props]
+    assert parsed(own) == 0
+    assert parsed(props) >= 4, [p.completion.text[:80] for p in props]
+
+
 # ---- logprob agreement --------------------------------------------------------------------------------
 @pytest.mark.parametrize("temperature", [1.0, 0.4])
 def test_server_and_learner_logprobs_of_the_same_tokens_agree(servers, temperature):
