@@ -95,6 +95,13 @@ class RunContext:
         """The engine that writes proposals: the frozen teacher's, else the policy's."""
         return self.teacher_engine if self.teacher_engine is not None else self.engine
 
+    @property
+    def proposer_tokenizer(self):
+        """The tokenizer that counts the proposer's tokens: a frozen teacher's own, else the
+        run's, else the policy engine's (None: nothing to count with)."""
+        return getattr(self.teacher_engine, "tokenizer", None) or self.tokenizer \
+            or getattr(self.engine, "tokenizer", None)
+
     # ---- helpers the stages share ------------------------------------------------------------
     def next_seed(self) -> int:
         self.state.seed_counter += 1

@@ -16,18 +16,12 @@ from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.teacher import parse_teacher
 from selfplay_core.run_context import RunContext
 from selfplay_core.toyworld.bootstrap import ASSET_DIR
+from tests.support.toy_models import random_toy_model
 
 
 @pytest.fixture(scope="module")
 def random_model_dir(tmp_path_factory):
-    """The toy model's architecture and tokenizer with freshly initialised weights."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    out = tmp_path_factory.mktemp("random") / "model"
-    torch.manual_seed(1234)
-    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(ASSET_DIR)).save_pretrained(out)
-    AutoTokenizer.from_pretrained(ASSET_DIR).save_pretrained(out)
-    return out
+    return random_toy_model(tmp_path_factory.mktemp("random") / "model")
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +67,21 @@ def test_a_teacher_folder_without_a_model_is_an_error_before_the_run(tmp_path):
     assert make_teacher_engine(load_config(None, [])) is None
 
 
+def test_a_teacher_server_that_does_not_answer_is_an_error_before_the_run(tmp_path):
+    import socket
+
+    from selfplay_core.loop.context import make_teacher_engine
+    from selfplay_core.loop.engine_setup import EngineSetupError
+
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = load_config(None, [f"teacher.model={tmp_path}", "teacher.train=false",
+                             f"teacher.vllm_url=http://127.0.0.1:{port}"])
+    with pytest.raises(EngineSetupError, match=rf"teacher.vllm_url http://127.0.0.1:{port} does not answer"):
+        make_teacher_engine(cfg)
+
+
 # ---- who proposes ---------------------------------------------------------------------------
 
 def test_the_frozen_teacher_writes_the_proposals_not_the_policy(random_model_dir, goalposts):
@@ -94,7 +103,7 @@ def test_a_run_updates_the_student_and_never_the_frozen_teacher(tmp_path, execut
     """One GASP iteration from the toy checkpoint, with a frozen copy of the same weights as
     teacher: after the update the policy's weights have moved and the teacher's equal its
     folder's; the update trained on the student's samples alone."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from selfplay_core.loop.context import build_context
     from selfplay_core.loop.driver import direct
@@ -103,7 +112,6 @@ def test_a_run_updates_the_student_and_never_the_frozen_teacher(tmp_path, execut
 
     frozen = tmp_path / "teacher"
     AutoModelForCausalLM.from_pretrained(ASSET_DIR).save_pretrained(frozen)
-    from transformers import AutoTokenizer
     AutoTokenizer.from_pretrained(ASSET_DIR).save_pretrained(frozen)
     gp = tmp_path / "goalposts.json"
     gp.write_text(json.dumps({"format": "selfplay-goalposts/1", "ids": [g.id for g in goalposts],

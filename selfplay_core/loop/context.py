@@ -70,9 +70,17 @@ def make_teacher_engine(cfg):
     if not t.model:
         return None
     if t.vllm_url:
+        from selfplay_core.engines.errors import EngineError
         from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
 
-        return VLLMEngine(VLLMEngineConfig(base_url=t.vllm_url))
+        engine = VLLMEngine(VLLMEngineConfig(base_url=t.vllm_url))
+        try:
+            engine.check_health()
+        except EngineError as e:  # before the world and goalposts load, not at the first lemma
+            raise E.EngineSetupError(f"teacher.vllm_url {t.vllm_url} does not answer ({e}); serve "
+                                     f"{t.model} there (`selfplay vllm-serve {t.model} --port "
+                                     "PORT`) or drop teacher.vllm_url") from None
+        return engine
     path = Path(t.model).expanduser()
     if not (path / "config.json").is_file():
         raise ConfigError(f"teacher.model {t.model}: not a model folder (no config.json); give the "

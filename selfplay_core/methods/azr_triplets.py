@@ -28,7 +28,7 @@ def _fits(ctx, prompt: str, max_new_tokens: int, engine=None) -> bool:
     """Whether prompt + max_new_tokens fit the context of `engine` (default: the policy's)."""
     engine = ctx.engine if engine is None else engine
     limit = getattr(engine, "max_length", None)
-    tok = getattr(engine, "tokenizer", None) if engine is ctx.teacher_engine else ctx.tokenizer
+    tok = ctx.proposer_tokenizer if engine is ctx.teacher_engine else ctx.tokenizer
     if not limit or tok is None:
         return True
     return len(tok(prompt, add_special_tokens=False)["input_ids"]) + max_new_tokens <= limit

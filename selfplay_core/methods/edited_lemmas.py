@@ -49,12 +49,9 @@ class StatementDeletionRound(DescribedRound):
         if not plan:
             return []
         sp = S.teacher_sampling(ctx)
-        # the forced program spends the teacher's output budget, in the proposer's tokens (a frozen
-        # teacher's tokenizer, else the run's, else the engine's)
-        tok = getattr(ctx.teacher_engine, "tokenizer", None) or ctx.tokenizer \
-            or getattr(ctx.engine, "tokenizer", None)
-        sp = replace(sp, max_new_tokens=budget_after_forced(tok, [prefix for _, prefix, _ in plan],
-                                                            sp.max_new_tokens))
+        # the forced program spends the teacher's output budget, in the proposer's tokens
+        sp = replace(sp, max_new_tokens=budget_after_forced(
+            ctx.proposer_tokenizer, [prefix for _, prefix, _ in plan], sp.max_new_tokens))
         groups = ctx.proposer.generate([prompt for _, _, prompt in plan], 1, sp)
         return [Proposal(self.kind, a, AXIS, self.direction, prompt, comps[0],
                          id=f"it{ctx.state.iteration}/{self.kind}/{ctx.next_id()}",

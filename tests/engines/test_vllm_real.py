@@ -160,8 +160,6 @@ def test_a_frozen_teacher_served_by_vllm_writes_the_proposals(servers, tmp_path)
     """teacher.model + teacher.vllm_url: the run's proposer is the second server, not the
     policy. Policy: random weights of the toy architecture, whose own proposals never parse
     (measured here on the same prompts); the served toy model's do."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
     from selfplay_core import stages as S
     from selfplay_core.config import load_config
     from selfplay_core.engines.hf import HFEngine
@@ -170,11 +168,9 @@ def test_a_frozen_teacher_served_by_vllm_writes_the_proposals(servers, tmp_path)
     from selfplay_core.roles.common import Rejection
     from selfplay_core.roles.teacher import parse_teacher
     from selfplay_core.run_context import RunContext
+    from tests.support.toy_models import random_toy_model
 
-    rand = tmp_path / "random"
-    torch.manual_seed(1234)
-    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(ASSET)).save_pretrained(rand)
-    AutoTokenizer.from_pretrained(ASSET).save_pretrained(rand)
+    rand = random_toy_model(tmp_path / "random")
     a, b = servers["procs"]
     cfg = load_config(None, ["engine.backend=vllm", f"engine.vllm_url={a.url}",
                              f"teacher.model={servers['served']}", "teacher.train=false",
