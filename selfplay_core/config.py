@@ -191,11 +191,14 @@ class TeacherConfig(_Frozen):
     # the student's tasks. A lever of the learning study: does the teacher's own policy gradient
     # cost the student? (The oracle curriculum, which has no teacher rollouts, is the contrast.)
     train: bool = True
-    # A frozen teacher that is not the policy (outside GASP's one-model premise: a separate or
-    # larger model proposes, the learner trains the student alone): a model folder (HF format)
-    # whose weights write every proposal and are never updated. None: the policy proposes.
+    # A separate teacher that is not the policy (outside GASP's one-model premise: a separate or
+    # larger model proposes): a model folder (HF format) whose weights write every proposal.
+    # With `train` false it is frozen and the learner trains the student alone; with `train`
+    # true a second learner trains it on its own rollouts (two-model asymmetric self-play: the
+    # teacher's reward moves the teacher's weights only, the student's the student's). None:
+    # the policy proposes.
     model: str | None = None
-    # vLLM runs: a second server serving `model` (the policy's server receives every update).
+    # vLLM runs: a second server serving `model`, frozen (the policy's server receives every update).
     vllm_url: str | None = None
 
     @model_validator(mode="after")
@@ -203,10 +206,10 @@ class TeacherConfig(_Frozen):
         if self.vllm_url and not self.model:
             raise ValueError("teacher.vllm_url serves a frozen teacher: set teacher.model to the "
                              "weights it serves")
-        if self.model and self.train:
-            raise ValueError(f"teacher.model ({self.model}): a frozen teacher's proposals are "
-                             "another model's tokens, so the learner cannot take a policy "
-                             "gradient on them: set teacher.train=false")
+        if self.vllm_url and self.train:
+            raise ValueError(f"teacher.vllm_url ({self.vllm_url}) serves a frozen teacher: a "
+                             "teacher that trains is updated in this process (the hf engine); "
+                             "set teacher.train=false or drop teacher.vllm_url")
         if not self.axes:
             raise ValueError("teacher.axes must name at least one axis (f, io)")
         if self.min_inputs > self.max_inputs:
@@ -431,10 +434,18 @@ class RunConfig(_Frozen):
                 raise ValueError(f"the GPU plan launches {gpu.server_replicas} vLLM server(s) "
                                  "(rollout_gpus / tensor_parallel_size): list as many URLs in "
                                  f"engine.vllm_url, got {n}")
+        if self.teacher.model and self.teacher.train and self.engine.backend == "vllm":
+            raise ValueError("teacher.model with teacher.train: a teacher that trains runs on the "
+                             "in-process hf engine, and this run's engine is vllm; set "
+                             "teacher.train=false (a frozen teacher served at teacher.vllm_url)")
         if self.teacher.model and self.engine.backend == "vllm" and not self.teacher.vllm_url:
             raise ValueError("teacher.vllm_url: the frozen teacher of a vLLM run is a second "
                              f"server serving {self.teacher.model} (e.g. `selfplay vllm-serve "
                              f"{self.teacher.model} --port 8002`); set teacher.vllm_url to it")
+        if self.teacher.model and self.teacher.train and self.gpu is not None:
+            raise ValueError("teacher.model with teacher.train: a second learner on a GPU plan is "
+                             "not supported on this version (one Accelerator per run); set "
+                             "teacher.train=false for a frozen teacher")
         d = self.diagnostics
         if self.teacher.model and d.oracle_curriculum:
             raise ValueError("teacher.model: diagnostics.oracle_curriculum has no model teacher; "

@@ -42,9 +42,13 @@ class RunContext:
     state: RunState = field(default_factory=RunState)
     rng: random.Random | None = None             # None: seeded from config.seed (and the state)
     engine: Any = None                           # generation (engines.base.Engine)
-    # A frozen teacher that is not the policy (teacher.model): it writes every proposal and never
-    # receives the learner's weights. None: the policy proposes (`proposer` is `engine`).
+    # A separate teacher that is not the policy (teacher.model): it writes every proposal and never
+    # receives the policy's weights. None: the policy proposes (`proposer` is `engine`).
     teacher_engine: Any = None
+    # A separate teacher that trains (teacher.train): its own learner, which takes the teacher's
+    # rollouts, and the push of its weights to teacher_engine. None: frozen, or no separate teacher.
+    teacher_learner: Any = None
+    teacher_push: Callable[[Any], dict] | None = None
     executor: Any = None                         # the sandbox (sandbox.Executor)
     learner: Any = None                          # rl.learner.Learner
     tokenizer: Any = None
@@ -149,6 +153,10 @@ class RunContext:
     def push_weights(self) -> dict:
         """After a learner update: the engine gets the new weights."""
         return self.push(self.learner.unwrapped) if self.push is not None else {}
+
+    def push_teacher_weights(self) -> dict:
+        """After the separate teacher's update: its engine gets the new weights."""
+        return self.teacher_push(self.teacher_learner.unwrapped) if self.teacher_push else {}
 
     def close(self) -> None:
         if self.background.running:  # never leave a learner thread behind a failed run

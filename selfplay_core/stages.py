@@ -397,7 +397,7 @@ def rollouts(ctx, teacher: list[Proposal], student: list[tuple[str, SolveResult]
         r = _rollout(p.completion, p.reward, "teacher", p.kind, p.id, p.temperature)
         if r:
             if not ctx.config.teacher.train_solution:
-                r.loss_mask = solution_mask(ctx.tokenizer, r.completion_ids)
+                r.loss_mask = solution_mask(ctx.proposer_tokenizer, r.completion_ids)
             rolls.append(r)
     cap = ctx.config.student.batch_size
     groups = []
@@ -430,7 +430,7 @@ def update(ctx, method, teacher: list[Proposal], student: list[tuple[str, SolveR
     overlap_generation the epochs run during the next iteration (overlap.py)."""
     if ctx.config.overlap_generation:
         return _overlapped_update(ctx, method, teacher, student, log)
-    signal = update_batch(ctx, method, teacher, student, log)
+    signal = teacher_update(ctx, update_batch(ctx, method, teacher, student, log), log)
     if not signal:
         return {}
     t0 = time.perf_counter()
@@ -449,7 +449,7 @@ def _overlapped_update(ctx, method, teacher, student, log: IterationLog) -> dict
     in line."""
     t0 = time.perf_counter()
     metrics = ctx.background.join_and_push()
-    signal = update_batch(ctx, method, teacher, student, log)
+    signal = teacher_update(ctx, update_batch(ctx, method, teacher, student, log), log)
     if signal and ctx.state.iteration + 1 >= ctx.config.iterations:
         with ctx.learner_turn():
             metrics.update(ctx.learner.update(signal, epochs=ctx.config.updates_per_iteration))
@@ -459,6 +459,23 @@ def _overlapped_update(ctx, method, teacher, student, log: IterationLog) -> dict
     metrics["time/update_s"] = time.perf_counter() - t0
     log.add(**metrics)
     return metrics
+
+
+def teacher_update(ctx, signal: list[Rollout], log: IterationLog) -> list[Rollout]:
+    """A separate teacher that trains (teacher.model with teacher.train) takes the teacher's
+    rollouts in its own learner, in line (its tokens are its own model's, never the policy's),
+    and its engine gets the new weights; returns the rollouts left for the policy's learner.
+    Without one, the signal passes through whole."""
+    if ctx.teacher_learner is None:
+        return signal
+    mine = [r for r in signal if r.role == "teacher"]
+    if mine:
+        t0 = time.perf_counter()
+        metrics = ctx.teacher_learner.update(mine, epochs=ctx.config.updates_per_iteration)
+        metrics.update(ctx.push_teacher_weights())
+        log.add(**{"teacher_learner/" + k.removeprefix("learner/"): v for k, v in metrics.items()},
+                **{"time/teacher_update_s": time.perf_counter() - t0})
+    return [r for r in signal if r.role != "teacher"]
 
 
 def update_batch(ctx, method, teacher: list[Proposal], student: list[tuple[str, SolveResult]],

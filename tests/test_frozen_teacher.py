@@ -42,7 +42,6 @@ def _parsed(texts):
 # ---- config: one clear error each, before anything loads ------------------------------------
 
 @pytest.mark.parametrize("sets, words", [
-    (["teacher.model=some/dir"], ["teacher.model", "teacher.train=false"]),
     (["teacher.vllm_url=http://127.0.0.1:8002"], ["teacher.vllm_url", "teacher.model"]),
     (["teacher.model=some/dir", "teacher.train=false", "engine.backend=vllm",
       "engine.vllm_url=http://127.0.0.1:8000"], ["teacher.vllm_url", "some/dir"]),

@@ -15,8 +15,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from selfplay_core.config_errors import ConfigError
-from selfplay_core.checkpoints import (Checkpoint, resolve_checkpoint, restore_rng_states, rng_states,
-                                       write_checkpoint)
+from selfplay_core.checkpoints import (Checkpoint, StateError, resolve_checkpoint, restore_rng_states,
+                                       rng_states, write_checkpoint)
 from selfplay_core.engines.weight_sync import is_peft, iter_sync_tensors
 from selfplay_core.loop import engine_setup as E
 from selfplay_core.loop.worlds import World, build_world, select_goalposts
@@ -62,10 +62,27 @@ def _learner_setup(cfg, policy):
                                           "release_cuda_cache": colocated}
 
 
-def make_teacher_engine(cfg):
-    """The frozen teacher of `teacher.model` (None without one): an in-process hf engine on its
-    weights, or on a vLLM run the server of `teacher.vllm_url`. It never receives a weight push.
-    A folder that is not a model is an error before anything loads."""
+TEACHER_DIR = "teacher"   # a checkpoint's subfolder holding a separate teacher that trains
+
+
+def teacher_weights(cfg, model_dir: Path | None = None, resume: bool = False) -> Path:
+    """Where a separate teacher's weights load from: on the resume of a run whose teacher trains,
+    the checkpoint's `teacher/` folder (StateError if it has none); else `teacher.model`."""
+    if resume and cfg.teacher.train and model_dir is not None:
+        saved = Path(model_dir) / TEACHER_DIR
+        if not (saved / "config.json").is_file():
+            raise StateError(f"{saved}: the checkpoint has no trained teacher, but teacher.train "
+                             "is true: resume with the config the run was started with")
+        return saved
+    return Path(cfg.teacher.model).expanduser()
+
+
+def make_teacher_engine(cfg, weights: Path | None = None):
+    """The separate teacher of `teacher.model` (None without one): an in-process hf engine on its
+    weights (`weights`: a checkpoint's trained teacher instead), or on a vLLM run the server of
+    `teacher.vllm_url` (always frozen). Only a teacher that trains (teacher.train) receives
+    weight pushes, from its own learner. A folder that is not a model is an error before
+    anything loads."""
     t = cfg.teacher
     if not t.model:
         return None
@@ -81,12 +98,33 @@ def make_teacher_engine(cfg):
                                      f"{t.model} there (`selfplay vllm-serve {t.model} --port "
                                      "PORT`) or drop teacher.vllm_url") from None
         return engine
-    path = Path(t.model).expanduser()
+    path = Path(weights) if weights else Path(t.model).expanduser()
     if not (path / "config.json").is_file():
         raise ConfigError(f"teacher.model {t.model}: not a model folder (no config.json); give the "
                           "folder a checkpoint or `save_pretrained` wrote")
-    log.info("teacher: a frozen model, %s (the learner trains the student only)", path)
+    log.info("teacher: a separate model, %s (%s)", path,
+             "trained by its own learner" if t.train else "frozen; the learner trains the student only")
     return E.make_hf_engine(cfg, path)
+
+
+def make_teacher_learner(cfg, engine, weights: Path, resume: bool):
+    """The learner of a separate teacher that trains (None otherwise): its own copy of the
+    teacher's weights and optimizer, anchored (with a KL anchor) to `teacher.model`, the
+    teacher's start; on resume its optimizer state from the checkpoint's `teacher/` folder."""
+    t = cfg.teacher
+    if not (t.model and t.train) or engine is None:
+        return None
+    dtype = getattr(torch, cfg.model.dtype)
+    model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=dtype)
+    ref = None
+    if cfg.learner.needs_reference:
+        ref = AutoModelForCausalLM.from_pretrained(str(Path(t.model).expanduser()), dtype=dtype)
+    learner = Learner(model, cfg.learner, pad_token_id=E.pad_id_of(engine.tokenizer), ref_model=ref,
+                      low_precision=low_precision_rounding(None))
+    state = Path(weights) / "trainer_state.pt"
+    if resume and state.exists():
+        learner.load_state_dict(torch.load(state, weights_only=False))
+    return learner
 
 
 def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
@@ -176,7 +214,9 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
             turn = vllm.learner_turn
         else:
             push = hf_push(engine)
-        teacher_engine = make_teacher_engine(cfg)
+        t_weights = teacher_weights(cfg, model_dir, resume) if cfg.teacher.model else None
+        teacher_engine = make_teacher_engine(cfg, t_weights)
+        teacher_learner = make_teacher_learner(cfg, teacher_engine, t_weights, resume)
         if executor is None:
             executor = Executor(cfg.sandbox)
             closers.append(executor.close)
@@ -190,6 +230,8 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
     state.goalpost_ids = [g.id for g in goalposts]
     start = resolve_model_dir(cfg) if resume else model_dir
     return RunContext(cfg, run_dir, state, engine=engine, teacher_engine=teacher_engine,
+                      teacher_learner=teacher_learner,
+                      teacher_push=hf_push(teacher_engine) if teacher_learner else None,
                       executor=executor, learner=learner,
                       tokenizer=tokenizer, model_dir=model_dir, start_model_dir=start, world=world,
                       eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
@@ -206,5 +248,10 @@ def save_checkpoint(ctx: RunContext, iteration: int) -> Checkpoint:
         ctx.learner.unwrapped.save_pretrained(path)
         ctx.tokenizer.save_pretrained(path)
         torch.save({**ctx.learner.state_dict(), "rng": rng_states()}, path / "trainer_state.pt")
+        if ctx.teacher_learner is not None:  # a separate teacher that trains: its own folder
+            teacher = path / TEACHER_DIR
+            ctx.teacher_learner.unwrapped.save_pretrained(teacher)
+            ctx.proposer_tokenizer.save_pretrained(teacher)
+            torch.save(ctx.teacher_learner.state_dict(), teacher / "trainer_state.pt")
 
     return write_checkpoint(ctx.run_dir, iteration, save)

@@ -212,6 +212,24 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
              "solves 10-70 % of the time: is the band or the separate teacher what lifts "
              "gasp-frozen-teacher-band?",
         diagnostics=PROPOSAL_DIAGNOSTICS),
+    # Added 5 Dec 2026 (14:10 UTC), before any run of them: the separate teacher of the two arms
+    # above, now trained by its own learner on GASP's teacher reward (two-model asymmetric
+    # self-play). Does the learnability reward keep, improve or spend a capable teacher's
+    # curriculum? Not GASP either (two models).
+    Arm(name="gasp-trained-teacher-band", label="GASP loop, separate teacher trained, student band [0.1, 0.7]",
+        config="tiny-cpu.yaml",
+        overrides=("teacher.model=runs/de-edit/model", "teacher.train=true",
+                   "student.train_band=[0.1, 0.7]"), kind="ablation",
+        note="gasp-frozen-teacher-band, with the teacher updated by its own learner on its "
+             "rollouts and GASP's learnability rewards (the student's learner takes the "
+             "student's rollouts only)",
+        diagnostics=PROPOSAL_DIAGNOSTICS),
+    Arm(name="gasp-trained-teacher", label="GASP loop, separate teacher trained",
+        config="tiny-cpu.yaml",
+        overrides=("teacher.model=runs/de-edit/model", "teacher.train=true"), kind="ablation",
+        note="gasp-frozen-teacher, with the teacher updated by its own learner (the other cell "
+             "of frozen/trained x band)",
+        diagnostics=PROPOSAL_DIAGNOSTICS),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
