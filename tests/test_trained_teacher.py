@@ -36,18 +36,13 @@ def _tokens(rolls):
                      for r in rolls))
 
 
-@pytest.fixture(scope="module")
-def one_iteration(tmp_path_factory, executor):
-    """One GASP iteration from the toy checkpoint, with a copy of the same weights as a separate
-    teacher that trains; then its checkpoint."""
-    from selfplay_core import stages as S
-    from selfplay_core.loop.context import build_context, save_checkpoint
-    from selfplay_core.loop.driver import direct
+def _gasp_run(tmp, executor, *sets):
+    """A GASP run context from the toy checkpoint with a copy of the same weights as a separate
+    teacher that trains (four depth-3 goalposts, small budgets), and its method, set up."""
+    from selfplay_core.loop.context import build_context
     from selfplay_core.methods import method_for
-    from selfplay_core.records import IterationLog
     from selfplay_core.toyworld.splits import build_world
 
-    tmp = tmp_path_factory.mktemp("trained-teacher")
     teacher = tmp / "teacher"
     AutoModelForCausalLM.from_pretrained(ASSET_DIR).save_pretrained(teacher)
     AutoTokenizer.from_pretrained(ASSET_DIR).save_pretrained(teacher)
@@ -61,10 +56,22 @@ def one_iteration(tmp_path_factory, executor):
         "method.goalposts_per_iteration=4", "method.proposals_per_anchor=2",
         "student.samples_per_task=4", "student.batch_size=32", "student.fill=none",
         "engine.max_new_tokens_teacher=160", "engine.max_new_tokens_student=64",
-        "eval.verdict=false"])
+        "eval.verdict=false", *sets])
     ctx = build_context(cfg, tmp / "run", executor=executor)
     method = method_for(cfg.method)
     method.setup(ctx)
+    return cfg, ctx, method, teacher
+
+
+@pytest.fixture(scope="module")
+def one_iteration(tmp_path_factory, executor):
+    """One GASP iteration with a separate teacher that trains; then its checkpoint."""
+    from selfplay_core.loop.context import save_checkpoint
+    from selfplay_core.loop.driver import direct
+    from selfplay_core.records import IterationLog
+
+    tmp = tmp_path_factory.mktemp("trained-teacher")
+    cfg, ctx, method, teacher = _gasp_run(tmp, executor)
     log = IterationLog()
     done, student = method.run_iteration(ctx, log, direct)
     # The signal the update stage split, recomputed from the same rollouts and rewards.
@@ -126,3 +133,26 @@ def test_a_resume_without_the_trained_teacher_is_one_error(one_iteration, tmp_pa
     shutil.copytree(ckpt.path, bare, ignore=shutil.ignore_patterns("teacher"))
     with pytest.raises(StateError, match="no trained teacher"):
         teacher_weights(cfg, bare, resume=True)
+
+
+def test_with_overlap_the_teacher_updates_in_line_and_only_the_student_waits(tmp_path, executor):
+    """overlap_generation defers the policy's update to the next iteration; the separate
+    teacher's update is not deferred (its tokens are never the policy's), so after the first
+    of two iterations the teacher has moved, the policy has not, and the deferred rollouts
+    are the student's alone."""
+    from selfplay_core.loop.driver import direct
+    from selfplay_core.records import IterationLog
+
+    _, ctx, method, teacher = _gasp_run(tmp_path, executor, "overlap_generation=true")
+    try:
+        log = IterationLog()
+        method.run_iteration(ctx, log, direct)
+        assert ctx.teacher_learner.steps > 0 and log.metrics["teacher_learner/tokens"] > 0
+        start = AutoModelForCausalLM.from_pretrained(teacher).state_dict()
+        tw, pw = ctx.teacher_engine.model.state_dict(), ctx.engine.model.state_dict()
+        assert any(not torch.equal(tw[k], start[k]) for k in start)
+        assert all(torch.equal(pw[k], start[k]) for k in start)
+        pending = ctx.state.pending_update
+        assert pending and {r["role"] for r in pending} == {"student"}
+    finally:
+        ctx.close()
