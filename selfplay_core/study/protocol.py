@@ -230,6 +230,20 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="gasp-frozen-teacher, with the teacher updated by its own learner (the other cell "
              "of frozen/trained x band)",
         diagnostics=PROPOSAL_DIAGNOSTICS),
+    # Added 5 Dec 2026 (15:46 UTC) after the two trained-teacher arms (the trained teacher's
+    # true lemmas halved over the run), before any run of it: a relevance term with no oracle in
+    # the trained teacher's reward and gate.
+    Arm(name="gasp-trained-teacher-band-coderel",
+        label="GASP loop, separate teacher trained x code relevance, student band [0.1, 0.7]",
+        config="tiny-cpu.yaml",
+        overrides=("teacher.model=runs/de-edit/model", "teacher.train=true",
+                   "student.train_band=[0.1, 0.7]", "method.code_relevance={power: 4, gate: 0.85}"),
+        kind="ablation",
+        note="gasp-trained-teacher-band, with the band reward times the line similarity of the "
+             "proposal's program to its parent's to the 4th power, and proposals below 0.85 kept "
+             "from the student (gasp-code-relevance's settings): does a relevance term keep a "
+             "trained teacher on its goalposts?",
+        diagnostics=PROPOSAL_DIAGNOSTICS),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
