@@ -3,7 +3,6 @@ the learner's weights (the decomposition arm of the learning study; outside GASP
 premise). Real engines on real checkpoints: the committed toy model, and a randomly initialised
 model of its architecture whose proposals never parse."""
 
-import json
 
 import pytest
 import torch
@@ -16,7 +15,7 @@ from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.teacher import parse_teacher
 from selfplay_core.run_context import RunContext
 from selfplay_core.toyworld.bootstrap import ASSET_DIR
-from tests.support.toy_models import random_toy_model
+from tests.support.toy_models import gasp_run_with_teacher, random_toy_model
 
 
 @pytest.fixture(scope="module")
@@ -98,34 +97,18 @@ def test_the_frozen_teacher_writes_the_proposals_not_the_policy(random_model_dir
     assert from_teacher >= 4, [p.completion.text[:80] for p in props]
 
 
-def test_a_run_updates_the_student_and_never_the_frozen_teacher(tmp_path, executor, goalposts):
+def test_a_run_updates_the_student_and_never_the_frozen_teacher(tmp_path, executor):
     """One GASP iteration from the toy checkpoint, with a frozen copy of the same weights as
     teacher: after the update the policy's weights have moved and the teacher's equal its
     folder's; the update trained on the student's samples alone."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    from selfplay_core.loop.context import build_context
     from selfplay_core.loop.driver import direct
-    from selfplay_core.methods import method_for
     from selfplay_core.records import IterationLog
 
-    frozen = tmp_path / "teacher"
-    AutoModelForCausalLM.from_pretrained(ASSET_DIR).save_pretrained(frozen)
-    AutoTokenizer.from_pretrained(ASSET_DIR).save_pretrained(frozen)
-    gp = tmp_path / "goalposts.json"
-    gp.write_text(json.dumps({"format": "selfplay-goalposts/1", "ids": [g.id for g in goalposts],
-                              "reserve": []}))
-    cfg = load_config("configs/tiny-cpu.yaml", [
-        f"model.path={ASSET_DIR}", f"out_dir={tmp_path / 'runs'}", f"teacher.model={frozen}",
-        "teacher.train=false", f"world.goalposts={gp}", "world.max_goalposts=null", "iterations=1",
-        "method.goalposts_per_iteration=4", "method.proposals_per_anchor=2",
-        "student.samples_per_task=4", "student.batch_size=32", "student.fill=none",
-        "engine.max_new_tokens_teacher=160", "engine.max_new_tokens_student=64",
-        "eval.verdict=false"])
-    ctx = build_context(cfg, tmp_path / "run", executor=executor)
+    _, ctx, method, frozen = gasp_run_with_teacher(tmp_path, executor, "teacher.train=false",
+                                                   "iterations=1")
     try:
-        method = method_for(cfg.method)
-        method.setup(ctx)
         log = IterationLog()
         done, student = method.run_iteration(ctx, log, direct)
         assert any(p.accepted for p in done) and student

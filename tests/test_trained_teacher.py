@@ -3,14 +3,12 @@ self-play). Its own learner takes the teacher's rollouts, the policy's learner t
 a checkpoint keeps the trained teacher and a resume continues from it. Real engines on real
 checkpoints (the committed toy model), one real GASP iteration."""
 
-import json
-
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
 from selfplay_core.config import ConfigError, load_config
-from selfplay_core.toyworld.bootstrap import ASSET_DIR
+from tests.support.toy_models import gasp_run_with_teacher
 
 
 @pytest.mark.parametrize("sets, words", [
@@ -36,33 +34,6 @@ def _tokens(rolls):
                      for r in rolls))
 
 
-def _gasp_run(tmp, executor, *sets):
-    """A GASP run context from the toy checkpoint with a copy of the same weights as a separate
-    teacher that trains (four depth-3 goalposts, small budgets), and its method, set up."""
-    from selfplay_core.loop.context import build_context
-    from selfplay_core.methods import method_for
-    from selfplay_core.toyworld.splits import build_world
-
-    teacher = tmp / "teacher"
-    AutoModelForCausalLM.from_pretrained(ASSET_DIR).save_pretrained(teacher)
-    AutoTokenizer.from_pretrained(ASSET_DIR).save_pretrained(teacher)
-    goalposts = [p for p in build_world(0).goalpost_pool.problems if p.metadata["depth"] == 3][:4]
-    gp = tmp / "goalposts.json"
-    gp.write_text(json.dumps({"format": "selfplay-goalposts/1", "ids": [g.id for g in goalposts],
-                              "reserve": []}))
-    cfg = load_config("configs/tiny-cpu.yaml", [
-        f"model.path={ASSET_DIR}", f"out_dir={tmp / 'runs'}", f"teacher.model={teacher}",
-        f"world.goalposts={gp}", "world.max_goalposts=null", "iterations=2",
-        "method.goalposts_per_iteration=4", "method.proposals_per_anchor=2",
-        "student.samples_per_task=4", "student.batch_size=32", "student.fill=none",
-        "engine.max_new_tokens_teacher=160", "engine.max_new_tokens_student=64",
-        "eval.verdict=false", *sets])
-    ctx = build_context(cfg, tmp / "run", executor=executor)
-    method = method_for(cfg.method)
-    method.setup(ctx)
-    return cfg, ctx, method, teacher
-
-
 @pytest.fixture(scope="module")
 def one_iteration(tmp_path_factory, executor):
     """One GASP iteration with a separate teacher that trains; then its checkpoint."""
@@ -71,7 +42,7 @@ def one_iteration(tmp_path_factory, executor):
     from selfplay_core.records import IterationLog
 
     tmp = tmp_path_factory.mktemp("trained-teacher")
-    cfg, ctx, method, teacher = _gasp_run(tmp, executor)
+    cfg, ctx, method, teacher = gasp_run_with_teacher(tmp, executor)
     log = IterationLog()
     done, student = method.run_iteration(ctx, log, direct)
     # The signal the update stage split, recomputed from the same rollouts and rewards.
@@ -143,7 +114,7 @@ def test_with_overlap_the_teacher_updates_in_line_and_only_the_student_waits(tmp
     from selfplay_core.loop.driver import direct
     from selfplay_core.records import IterationLog
 
-    _, ctx, method, teacher = _gasp_run(tmp_path, executor, "overlap_generation=true")
+    _, ctx, method, teacher = gasp_run_with_teacher(tmp_path, executor, "overlap_generation=true")
     try:
         log = IterationLog()
         method.run_iteration(ctx, log, direct)

@@ -114,35 +114,35 @@ def make_teacher_learner(cfg, engine, weights: Path, resume: bool):
     t = cfg.teacher
     if not (t.model and t.train) or engine is None:
         return None
-    dtype = getattr(torch, cfg.model.dtype)
-    model = AutoModelForCausalLM.from_pretrained(str(weights), dtype=dtype)
-    ref = None
-    if cfg.learner.needs_reference:
-        ref = AutoModelForCausalLM.from_pretrained(str(Path(t.model).expanduser()), dtype=dtype)
-    learner = Learner(model, cfg.learner, pad_token_id=E.pad_id_of(engine.tokenizer), ref_model=ref,
-                      low_precision=low_precision_rounding(None))
-    state = Path(weights) / "trainer_state.pt"
-    if resume and state.exists():
-        learner.load_state_dict(torch.load(state, weights_only=False))
+    learner, _ = _learner_from(cfg, Path(weights), Path(t.model).expanduser(), engine.tokenizer, resume)
     return learner
 
 
 def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
     """The policy (with the GPU plan's precision, gradient checkpointing and LoRA) and its
     learner; on resume the optimizer state and the torch RNG states of the checkpoint."""
-    policy = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, cfg.model.dtype))
-    policy, setup = _learner_setup(cfg, policy)
-    ref = None
-    if cfg.learner.needs_reference:  # the KL anchor: the starting weights, also on resume
-        ref = AutoModelForCausalLM.from_pretrained(str(resolve_model_dir(cfg)),
-                                                   dtype=getattr(torch, cfg.model.dtype))
-    learner = Learner(policy, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), ref_model=ref, **setup)
-    trainer_state = model_dir / "trainer_state.pt"
-    if resume and trainer_state.exists():
-        saved = torch.load(trainer_state, weights_only=False)
-        learner.load_state_dict(saved)
+    learner, saved = _learner_from(cfg, Path(model_dir), resolve_model_dir(cfg), tokenizer, resume)
+    if saved is not None:
         restore_rng_states(saved.get("rng"))
     return learner
+
+
+def _learner_from(cfg, weights: Path, start: Path, tokenizer, resume: bool):
+    """A learner on the weights in `weights` (with the GPU plan's setup), KL-anchored to `start`
+    (the configured starting weights, also on resume), and on resume the optimizer state saved
+    beside the weights; returns it with that saved state (None: fresh)."""
+    dtype = getattr(torch, cfg.model.dtype)
+    model, setup = _learner_setup(cfg, AutoModelForCausalLM.from_pretrained(str(weights), dtype=dtype))
+    ref = None
+    if cfg.learner.needs_reference:
+        ref = AutoModelForCausalLM.from_pretrained(str(start), dtype=dtype)
+    learner = Learner(model, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), ref_model=ref, **setup)
+    path = weights / "trainer_state.pt"
+    if not (resume and path.exists()):
+        return learner, None
+    saved = torch.load(path, weights_only=False)
+    learner.load_state_dict(saved)
+    return learner, saved
 
 
 def hf_push(engine):
