@@ -256,7 +256,7 @@ class CompassPlay(Method):
         tok = ctx.tokenizer
         out, unsolved = [], []
         for prob in self.references:
-            body = _reference_body(prob)
+            body = reference_body(prob)
             if body is None:
                 unsolved.append(prob)
                 continue
@@ -273,7 +273,7 @@ class CompassPlay(Method):
         return out
 
 
-def _reference_body(prob: Problem) -> str | None:
+def reference_body(prob: Problem) -> str | None:
     """The body of a described task's reference program (the student writes the body after
     the header it is shown); None for a benchmark problem or a reference not headed by it."""
     ref = (prob.metadata or {}).get("reference")

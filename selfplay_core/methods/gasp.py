@@ -13,6 +13,10 @@ GASP x code relevance (`method.code_relevance`): the same scaling and gate with 
 code alone, the line similarity of a proposal's program to its parent's (goalpost for a lemma,
 lemma for a lift) (`code_relevance.py`): no model, no world oracle.
 
+GASP x gradient relevance (`method.gradient_relevance`): the same scaling and gate with the cosine
+of the student's gradient on a proposal and the gradient toward its goalpost's reference program
+(`gradient_relevance.py`): the model judges, no judge model, no world oracle.
+
 GASP with executor-edited lemmas (`method.lemma_program: statement_deletion`): the lemma's
 program is the goalpost's reference with one statement deleted, and the teacher only describes
 it (`edited_lemmas.py`); the lift round is unchanged.
@@ -20,8 +24,7 @@ it (`edited_lemmas.py`); the lift round is unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -30,10 +33,13 @@ from selfplay_core import stages as S
 from selfplay_core.code_relevance import line_similarity, relevance_weight
 from selfplay_core.config_errors import ConfigError
 from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
+from selfplay_core.methods.band_rewards import BandReward, GuidedBandReward
 from selfplay_core.methods.base import Method, MethodConfig, register
 from selfplay_core.methods.guide_judge import (GASPGuideConfig, guide_weight, judge_proposals, load_guide,
                                                oracle_accuracy)
 from selfplay_core.methods.edited_lemmas import StatementDeletionRound, check_editable
+from selfplay_core.methods.gradient_relevance import (GradientRelevanceConfig, GradientRelevanceRound,
+                                                      check_goalpost_programs)
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.records import Anchor, IterationLog, Proposal
 
@@ -76,6 +82,8 @@ class GASPConfig(MethodConfig):
     guide: GASPGuideConfig | None = None
     # GASP x code relevance: the parent's program judges, not a model.
     code_relevance: CodeRelevanceConfig | None = None
+    # GASP x gradient relevance: the student's gradient on a proposal against its goalpost's.
+    gradient_relevance: GradientRelevanceConfig | None = None
     # Who writes a lemma's program: the teacher (GASP), or the executor, deleting one statement
     # of the goalpost's reference, with the teacher writing the question and inputs for it.
     lemma_program: Literal["teacher", "statement_deletion"] = "teacher"
@@ -89,8 +97,9 @@ class GASPConfig(MethodConfig):
 
     @model_validator(mode="after")
     def _one_judge(self):
-        if self.guide is not None and self.code_relevance is not None:
-            raise ValueError("method.guide and method.code_relevance both scale the band reward: "
+        judges = [n for n in ("guide", "code_relevance", "gradient_relevance") if getattr(self, n) is not None]
+        if len(judges) > 1:
+            raise ValueError(f"method.{judges[0]} and method.{judges[1]} both scale the band reward: "
                              "set one of them")
         return self
 
@@ -103,10 +112,10 @@ class GASPConfig(MethodConfig):
             if self.one_step is not None:
                 raise ValueError("method.lemma_program=statement_deletion edits the lemma round's "
                                  "programs; method.one_step has no lemma round: set one of them")
-            if self.guide is not None or self.code_relevance is not None:
-                raise ValueError("method.lemma_program=statement_deletion with method.guide or "
-                                 "method.code_relevance is not built: a deleted statement is a "
-                                 "one-line edit by construction; drop the judge")
+            if self.guide is not None or self.code_relevance is not None or self.gradient_relevance is not None:
+                raise ValueError("method.lemma_program=statement_deletion with method.guide, "
+                                 "method.code_relevance or method.gradient_relevance is not built: a "
+                                 "deleted statement is a one-line edit by construction; drop the judge")
         return self
 
     @model_validator(mode="after")
@@ -126,41 +135,6 @@ class GASPRLVRConfig(GASPConfig):
         if run.student.real_tasks_per_iteration == 0:
             raise ValueError("method gasp+rlvr mixes real tasks in: set "
                              "student.real_tasks_per_iteration > 0")
-
-
-@dataclass(frozen=True)
-class BandReward:
-    """GASP's learnability band: `formula(p)` inside `band`, `out_of_band` outside."""
-
-    band: tuple[float, float]
-    out_of_band: float
-    formula: Callable[..., float]
-
-    def __call__(self, ctx, accepted: list[Proposal]) -> list[float]:
-        return [self.formula(p.pass_rate, band=self.band, out_of_band=self.out_of_band) for p in accepted]
-
-    def metrics(self, accepted: list[Proposal]) -> dict[str, float]:
-        lo, hi = self.band
-        return {"in_band": sum(lo <= p.pass_rate <= hi for p in accepted) / len(accepted)}
-
-
-@dataclass(frozen=True)
-class GuidedBandReward:
-    """GASP x Guide / x code relevance: the band reward of each accepted proposal, an in-band
-    value times its judge's weight in [0, 1] (stored by the round's `score` in `p.extra[key]`)."""
-
-    band: BandReward
-    multiply: bool = True
-    key: str = "guide_weight"
-
-    def __call__(self, ctx, accepted: list[Proposal]) -> list[float]:
-        base = self.band(ctx, accepted)
-        if not self.multiply:
-            return base
-        return [rewards.guided_band(r, p.extra[self.key]) for r, p in zip(base, accepted)]
-
-    def metrics(self, accepted: list[Proposal]) -> dict[str, float]:
-        return self.band.metrics(accepted)
 
 
 class GuidedRound(DescribedRound):
@@ -245,6 +219,9 @@ class GASP(Method):
         c = self.config
         if c.code_relevance is not None:
             return CodeRelevanceRound(kind, anchors, direction, c.proposals_per_anchor, band, c.code_relevance)
+        if c.gradient_relevance is not None:
+            return GradientRelevanceRound(kind, anchors, direction, c.proposals_per_anchor, band,
+                                          c.gradient_relevance)
         if c.guide is None:
             return DescribedRound(kind, anchors, direction, c.proposals_per_anchor, band)
         return GuidedRound(kind, anchors, direction, c.proposals_per_anchor, band, self.guide, c.guide)
@@ -272,6 +249,8 @@ class GASP(Method):
             self.guide = load_guide(ctx, self.config.guide)
         if self.config.code_relevance is not None:
             _check_references(ctx.goalposts)
+        if self.config.gradient_relevance is not None:
+            check_goalpost_programs(ctx.goalposts)
         if self.config.lemma_program == "statement_deletion":
             check_editable(ctx.goalposts)
         if self.config.dynamic_goalposts is not None and "dynamic_goalposts" not in ctx.state.method_state:

@@ -244,6 +244,18 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
              "from the student (gasp-code-relevance's settings): does a relevance term keep a "
              "trained teacher on its goalposts?",
         diagnostics=PROPOSAL_DIAGNOSTICS),
+    # Added 5 Dec 2026 (evening) after the trained-teacher arms (neither the learnability band,
+    # the Guide nor code similarity gives GASP a relevance signal), before any run of it: the
+    # model's own gradients judge whether a proposal is a step toward its goalpost.
+    Arm(name="gasp-grad-relevance", label="GASP x gradient relevance",
+        config="tiny-cpu.yaml", overrides=("method.gradient_relevance={gate: 0.0}",),
+        kind="ablation",
+        note="GASP; in-band rewards times max(0, cos) / the round's largest cosine, cos = cosine "
+             "of the student's gradient on the proposal with the gradient toward its goalpost's "
+             "reference program (last block); proposals with cos <= 0 kept from the student",
+        diagnostics=("teacher/lemma/true_variant", "teacher/lemma/grad_cosine",
+                     "teacher/lemma/grad_gated", "teacher/lift/grad_gated",
+                     "teacher/lemma/grad_cosine_true_variant", "teacher/lemma/grad_cosine_other")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),

@@ -1,0 +1,148 @@
+"""GASP x gradient relevance (`method.gradient_relevance`): is training the student on this
+proposal a step toward its goalpost? Read from the model itself, no world oracle, no judge model.
+
+For each accepted proposal the student has a gradient on (0 < p < 1: with all samples passing or
+all failing its policy-gradient advantages are zero), the cosine between
+
+* g_task: the gradient of the student's policy-gradient loss on the proposal, from its n samples
+  with Dr. GRPO advantages (CompassPlay's `task_gradient`): the direction the update will move;
+* g_goal: the gradient of the token-mean NLL of the proposal's *goalpost's* reference program
+  under the student's prompt for the goalpost (a lift's goalpost too: hidden from its prompt, not
+  from this judge): the direction that would make the goalpost's solution likelier.
+
+Both over the last `layers` transformer blocks and the final norm (`last_layer_params`). A positive
+cosine says a step on the proposal is, locally, a step toward the goalpost's solution. The
+student never trains on the goalpost's program; GASP's teacher already reads it in its prompt.
+
+Reward (`reward: multiply`): an in-band reward times `alignment_weights` of the round's cosines,
+max(0, cos) / the round's largest positive cosine, so the round's most aligned proposal keeps its
+full band reward (the cosines of one round are small and of one scale: ~0.01-0.2). Gate (`gate`):
+a proposal with a gradient and a cosine <= gate does not reach the student; one without a
+gradient (p = 0 or 1) is left as GASP leaves it, since it moves nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from selfplay_core import stages as S
+from selfplay_core.config_errors import ConfigError
+from selfplay_core.methods.band_rewards import GuidedBandReward
+from selfplay_core.methods.compassplay import (cosine, dr_grpo_weights, last_layer_params, nll_weights,
+                                               reference_body)
+from selfplay_core.methods.rounds import DescribedRound
+from selfplay_core.records import IterationLog, Proposal
+from selfplay_core.rl.rollout import Rollout
+from selfplay_core.roles.student import student_completion
+from selfplay_core.solve import student_prompt_for
+
+
+class GradientRelevanceConfig(BaseModel):
+    """GASP x gradient relevance (module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    layers: int = Field(1, ge=1)
+    reward: Literal["multiply", "none"] = "multiply"
+    gate: float | None = Field(0.0, ge=-1, le=1)
+
+
+def alignment_weights(cosines: list[float | None]) -> list[float]:
+    """Reward weights in [0, 1] from one round's cosines: max(0, c) / the largest positive c;
+    0 where there is no cosine (None) or no positive one."""
+    top = max((c for c in cosines if c is not None and c > 0), default=0.0)
+    return [max(0.0, c) / top if top > 0 and c is not None else 0.0 for c in cosines]
+
+
+def check_goalpost_programs(goalposts) -> None:
+    """g_goal needs each goalpost's reference program: stop before the run starts without one."""
+    missing = [g.id for g in goalposts if reference_body(g) is None]
+    if missing:
+        raise ConfigError(f"method.gradient_relevance: {len(missing)} of {len(goalposts)} goalposts "
+                          f"have no reference program headed by their signature (e.g. {missing[0]}); "
+                          "it takes the gradient toward each goalpost's solution: use goalposts with "
+                          "reference solutions or drop method.gradient_relevance")
+
+
+class GradientRelevanceRound(DescribedRound):
+    """A lemma or lift round whose accepted proposals are judged by the cosine of the student's
+    gradient on them with the gradient toward their goalpost's solution, before the band reward."""
+
+    def __init__(self, kind, anchors, direction, per_anchor, band, config: GradientRelevanceConfig):
+        super().__init__(kind, anchors, direction, per_anchor,
+                         GuidedBandReward(band, multiply=config.reward == "multiply", key="grad_weight"))
+        self.config = config
+
+    def score(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
+        acc = [p for p in proposals if p.accepted]
+        t0 = time.perf_counter()
+        cos = self.cosines(ctx, acc)
+        for p, c, w in zip(acc, cos, alignment_weights(cos)):
+            p.extra["grad_cosine"] = c
+            p.extra["grad_weight"] = w
+            p.extra["gated"] = self.config.gate is not None and c is not None and c <= self.config.gate
+        judged = [c for c in cos if c is not None]
+        if judged:
+            log.add(**{f"teacher/{self.kind}/grad_cosine": sum(judged) / len(judged),
+                       f"teacher/{self.kind}/grad_judged": len(judged) / len(acc),
+                       f"teacher/{self.kind}/grad_time_s": time.perf_counter() - t0})
+            if self.config.gate is not None:
+                log.add(**{f"teacher/{self.kind}/grad_gated": sum(p.extra["gated"] for p in acc) / len(acc)})
+        S.score(ctx, proposals, self.reward, log)
+
+    def cosines(self, ctx, acc: list[Proposal]) -> list[float | None]:
+        """cos(g_task, g_goal) per accepted proposal; None where the student has no gradient on it
+        or its goalpost is unknown (a lift whose lemma came from an anchor without one)."""
+        params = last_layer_params(ctx.learner.unwrapped, self.config.layers)
+        goals = ctx.goalposts_by_id()
+        g_goal: dict[str, object] = {}
+        out: list[float | None] = []
+        for p in acc:
+            gid = p.anchor.goalpost_id
+            if not 0.0 < p.pass_rate < 1.0 or gid not in goals:
+                out.append(None)
+                continue
+            if gid not in g_goal:
+                g_goal[gid] = goal_gradient(ctx, goals[gid], params)
+            out.append(cosine(task_gradient(ctx, p, params), g_goal[gid]))
+        return out
+
+    def diagnose(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
+        """Toy world: does the cosine see what the oracle sees? Mean cosine of the judged true
+        one-step variants of their parent, and of the rest (a diagnostic, never a reward)."""
+        super().diagnose(ctx, proposals, log)
+        if ctx.variant_fn is None:
+            return
+        groups: dict[str, list[float]] = {"true_variant": [], "other": []}
+        for p in proposals:
+            c = p.extra.get("grad_cosine") if p.accepted else None
+            if c is None or p.faithful is None:
+                continue
+            true = bool(p.faithful and ctx.variant_fn(p.anchor.question, p.parsed.question, p.direction))
+            groups["true_variant" if true else "other"].append(c)
+        for name, cs in groups.items():
+            if cs:
+                log.add(**{f"teacher/{self.kind}/grad_cosine_{name}": sum(cs) / len(cs)})
+
+
+def task_gradient(ctx, p: Proposal, params):
+    """The student's policy-gradient loss gradient on one proposal, from its own samples."""
+    comps = p.solve.completions
+    weights = dr_grpo_weights(list(p.solve.passed), [len(c.token_ids) for c in comps])
+    rolls = [Rollout(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), a, "student",
+                     temperature=ctx.config.engine.temperature)
+             for c, a in zip(comps, weights) if c.token_ids and c.prompt_token_ids is not None]
+    return ctx.learner.policy_gradient(rolls, params)
+
+
+def goal_gradient(ctx, goalpost, params):
+    """The gradient of the token-mean NLL of the goalpost's reference body under its student prompt."""
+    tok = ctx.tokenizer
+    prompt = tok(student_prompt_for(goalpost), add_special_tokens=False)["input_ids"]
+    body = tok(student_completion(reference_body(goalpost)), add_special_tokens=False)["input_ids"]
+    (w,), = nll_weights([[len(body)]])
+    return ctx.learner.policy_gradient([Rollout(list(prompt), list(body), [0.0] * len(body), w, "student",
+                                                temperature=1.0)], params)
