@@ -33,18 +33,13 @@ def test_one_judge_at_most_and_not_with_executor_edited_lemmas():
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory, executor):
     """A GASP run context on the committed toy checkpoint with gradient relevance, gate 0."""
-    import json
-
     from selfplay_core.loop.context import build_context
     from selfplay_core.methods import method_for
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
-    from selfplay_core.toyworld.splits import build_world
+    from tests.support.toy_models import depth3_goalposts_file
 
     tmp = tmp_path_factory.mktemp("grad-relevance")
-    goalposts = [p for p in build_world(0).goalpost_pool.problems if p.metadata["depth"] == 3][:2]
-    gp = tmp / "goalposts.json"
-    gp.write_text(json.dumps({"format": "selfplay-goalposts/1", "ids": [g.id for g in goalposts],
-                              "reserve": []}))
+    gp, goalposts = depth3_goalposts_file(tmp, 2)
     cfg = load_config("configs/tiny-cpu.yaml", [
         f"model.path={ASSET_DIR}", f"out_dir={tmp / 'runs'}", f"world.goalposts={gp}",
         "world.max_goalposts=null", "method.gradient_relevance={gate: 0.0}", "student.fill=none",

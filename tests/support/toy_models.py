@@ -17,28 +17,36 @@ def random_toy_model(out: Path, seed: int = 1234) -> Path:
     return out
 
 
+def depth3_goalposts_file(tmp: Path, n: int):
+    """The toy world's first `n` depth-3 pool tasks as a fixed goalpost file (`world.goalposts`).
+    Returns (its path, the goalposts)."""
+    import json
+
+    from selfplay_core.toyworld.splits import build_world
+
+    goalposts = [p for p in build_world(0).goalpost_pool.problems if p.metadata["depth"] == 3][:n]
+    gp = tmp / "goalposts.json"
+    gp.write_text(json.dumps({"format": "selfplay-goalposts/1", "ids": [g.id for g in goalposts],
+                              "reserve": []}))
+    return gp, goalposts
+
+
 def gasp_run_with_teacher(tmp: Path, executor, *sets: str):
     """A GASP run context from the toy checkpoint with a copy of the same weights as a separate
     teacher (`teacher.model`; `sets` override, e.g. teacher.train=false), four depth-3
     goalposts and small budgets, and its method, set up. Returns (cfg, ctx, method, the
     teacher's folder); the caller closes ctx."""
-    import json
-
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from selfplay_core.config import load_config
     from selfplay_core.loop.context import build_context
     from selfplay_core.methods import method_for
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
-    from selfplay_core.toyworld.splits import build_world
 
     teacher = tmp / "teacher"
     AutoModelForCausalLM.from_pretrained(ASSET_DIR).save_pretrained(teacher)
     AutoTokenizer.from_pretrained(ASSET_DIR).save_pretrained(teacher)
-    goalposts = [p for p in build_world(0).goalpost_pool.problems if p.metadata["depth"] == 3][:4]
-    gp = tmp / "goalposts.json"
-    gp.write_text(json.dumps({"format": "selfplay-goalposts/1", "ids": [g.id for g in goalposts],
-                              "reserve": []}))
+    gp, _ = depth3_goalposts_file(tmp, 4)
     cfg = load_config("configs/tiny-cpu.yaml", [
         f"model.path={ASSET_DIR}", f"out_dir={tmp / 'runs'}", f"teacher.model={teacher}",
         f"world.goalposts={gp}", "world.max_goalposts=null", "iterations=2",
