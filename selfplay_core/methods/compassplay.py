@@ -232,22 +232,12 @@ class CompassPlay(Method):
 
     # ---- the two gradients ------------------------------------------------------------------
     def task_gradient(self, ctx, p: Proposal):
-        comps = p.solve.completions
-        rolls = [Rollout(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), a, "student",
-                         temperature=ctx.config.engine.temperature)
-                 for c, a in zip(comps, dr_grpo_weights(list(p.solve.passed), [len(c.token_ids) for c in comps]))
-                 if c.token_ids and c.prompt_token_ids is not None]
-        return ctx.learner.policy_gradient(rolls, self.params)
+        return task_gradient(ctx, p, self.params)
 
     def reference_gradient(self, ctx):
         sols = self.reference_solutions(ctx)
         ctx.state.method_state[KIND]["reference_used"] = len(sols)
-        if not sols:
-            return ctx.learner.policy_gradient([], self.params)
-        weights = nll_weights([[len(c) for _, c in task] for task in sols])
-        rolls = [Rollout(list(pr), list(c), [0.0] * len(c), w, "student", temperature=1.0)
-                 for task, ws in zip(sols, weights) for (pr, c), w in zip(task, ws)]
-        return ctx.learner.policy_gradient(rolls, self.params)
+        return nll_gradient(ctx.learner, sols, self.params)
 
     def reference_solutions(self, ctx) -> list[list[tuple[list[int], list[int]]]]:
         """Per reference task, its correct solutions as (prompt ids, completion ids): the
@@ -256,12 +246,11 @@ class CompassPlay(Method):
         tok = ctx.tokenizer
         out, unsolved = [], []
         for prob in self.references:
-            body = reference_body(prob)
-            if body is None:
+            ids = reference_ids(tok, prob)
+            if ids is None:
                 unsolved.append(prob)
-                continue
-            prompt = tok(student_prompt_for(prob), add_special_tokens=False)["input_ids"]
-            out.append([(prompt, tok(student_completion(body), add_special_tokens=False)["input_ids"])])
+            else:
+                out.append([ids])
         if unsolved:
             res = solve(ctx.engine, ctx.executor, unsolved, ctx.config.student.samples_per_task,
                         S.student_sampling(ctx))
@@ -271,6 +260,37 @@ class CompassPlay(Method):
                 if good:
                     out.append(good)
         return out
+
+
+def task_gradient(ctx, p: Proposal, params):
+    """The gradient of the solver's policy-gradient loss on one task over `params`: its own n
+    samples with Dr. GRPO advantages, i.e. the direction the update would move it."""
+    comps = p.solve.completions
+    weights = dr_grpo_weights(list(p.solve.passed), [len(c.token_ids) for c in comps])
+    rolls = [Rollout(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), a, "student",
+                     temperature=ctx.config.engine.temperature)
+             for c, a in zip(comps, weights) if c.token_ids and c.prompt_token_ids is not None]
+    return ctx.learner.policy_gradient(rolls, params)
+
+
+def nll_gradient(learner, sols: list[list[tuple[list[int], list[int]]]], params):
+    """The gradient over `params` of the mean over tasks of the mean over a task's solutions of
+    their token-mean NLL; `sols` per task, its solutions as (prompt ids, completion ids). No
+    task: a zero gradient."""
+    weights = nll_weights([[len(c) for _, c in task] for task in sols])
+    rolls = [Rollout(list(pr), list(c), [0.0] * len(c), w, "student", temperature=1.0)
+             for task, ws in zip(sols, weights) for (pr, c), w in zip(task, ws)]
+    return learner.policy_gradient(rolls, params)
+
+
+def reference_ids(tok, prob: Problem) -> tuple[list[int], list[int]] | None:
+    """A task's student prompt and its reference body as a completion, tokenized; None without a
+    usable reference body (`reference_body`)."""
+    body = reference_body(prob)
+    if body is None:
+        return None
+    return (tok(student_prompt_for(prob), add_special_tokens=False)["input_ids"],
+            tok(student_completion(body), add_special_tokens=False)["input_ids"])
 
 
 def reference_body(prob: Problem) -> str | None:

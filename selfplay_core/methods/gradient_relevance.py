@@ -31,13 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from selfplay_core import stages as S
 from selfplay_core.config_errors import ConfigError
 from selfplay_core.methods.band_rewards import GuidedBandReward
-from selfplay_core.methods.compassplay import (cosine, dr_grpo_weights, last_layer_params, nll_weights,
-                                               reference_body)
+from selfplay_core.methods.compassplay import (cosine, last_layer_params, nll_gradient, reference_body,
+                                               reference_ids, task_gradient)
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.records import IterationLog, Proposal
-from selfplay_core.rl.rollout import Rollout
-from selfplay_core.roles.student import student_completion
-from selfplay_core.solve import student_prompt_for
 
 
 class GradientRelevanceConfig(BaseModel):
@@ -106,7 +103,8 @@ class GradientRelevanceRound(DescribedRound):
                 out.append(None)
                 continue
             if gid not in g_goal:
-                g_goal[gid] = goal_gradient(ctx, goals[gid], params)
+                # toward the goalpost's solution: its reference body's NLL under its student prompt
+                g_goal[gid] = nll_gradient(ctx.learner, [[reference_ids(ctx.tokenizer, goals[gid])]], params)
             out.append(cosine(task_gradient(ctx, p, params), g_goal[gid]))
         return out
 
@@ -126,23 +124,3 @@ class GradientRelevanceRound(DescribedRound):
         for name, cs in groups.items():
             if cs:
                 log.add(**{f"teacher/{self.kind}/grad_cosine_{name}": sum(cs) / len(cs)})
-
-
-def task_gradient(ctx, p: Proposal, params):
-    """The student's policy-gradient loss gradient on one proposal, from its own samples."""
-    comps = p.solve.completions
-    weights = dr_grpo_weights(list(p.solve.passed), [len(c.token_ids) for c in comps])
-    rolls = [Rollout(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), a, "student",
-                     temperature=ctx.config.engine.temperature)
-             for c, a in zip(comps, weights) if c.token_ids and c.prompt_token_ids is not None]
-    return ctx.learner.policy_gradient(rolls, params)
-
-
-def goal_gradient(ctx, goalpost, params):
-    """The gradient of the token-mean NLL of the goalpost's reference body under its student prompt."""
-    tok = ctx.tokenizer
-    prompt = tok(student_prompt_for(goalpost), add_special_tokens=False)["input_ids"]
-    body = tok(student_completion(reference_body(goalpost)), add_special_tokens=False)["input_ids"]
-    (w,), = nll_weights([[len(body)]])
-    return ctx.learner.policy_gradient([Rollout(list(prompt), list(body), [0.0] * len(body), w, "student",
-                                                temperature=1.0)], params)
