@@ -18,7 +18,10 @@ Reward (`reward: multiply`): an in-band reward times `alignment_weights` of the 
 max(0, cos) / the round's largest positive cosine, so the round's most aligned proposal keeps its
 full band reward (the cosines of one round are small and of one scale: ~0.01-0.2). Gate (`gate`):
 a proposal with a gradient and a cosine <= gate does not reach the student; one without a
-gradient (p = 0 or 1) is left as GASP leaves it, since it moves nothing.
+gradient (p = 0 or 1) is left as GASP leaves it, since it moves nothing. With `student_top`, at
+most that many of a round's judged proposals, the most aligned, reach the student: a teacher
+asked for more proposals per goalpost gives the judge more to choose from while the student's
+batch keeps its size.
 """
 
 from __future__ import annotations
@@ -45,6 +48,15 @@ class GradientRelevanceConfig(BaseModel):
     layers: int = Field(1, ge=1)
     reward: Literal["multiply", "none"] = "multiply"
     gate: float | None = Field(0.0, ge=-1, le=1)
+    student_top: int | None = Field(None, ge=1)
+
+
+def top_aligned(cosines: list[float | None], k: int | None) -> list[bool]:
+    """Which judged proposals are among the round's k largest cosines (ties: the earlier one);
+    True for every judged one when k is None, False for unjudged ones (None)."""
+    judged = sorted((i for i, c in enumerate(cosines) if c is not None), key=lambda i: (-cosines[i], i))
+    keep = set(judged if k is None else judged[:k])
+    return [i in keep for i in range(len(cosines))]
 
 
 def alignment_weights(cosines: list[float | None]) -> list[float]:
@@ -77,16 +89,18 @@ class GradientRelevanceRound(DescribedRound):
         acc = [p for p in proposals if p.accepted]
         t0 = time.perf_counter()
         cos = self.cosines(ctx, acc)
-        for p, c, w in zip(acc, cos, alignment_weights(cos)):
+        top = top_aligned(cos, self.config.student_top)
+        for p, c, w, t in zip(acc, cos, alignment_weights(cos), top):
             p.extra["grad_cosine"] = c
             p.extra["grad_weight"] = w
-            p.extra["gated"] = self.config.gate is not None and c is not None and c <= self.config.gate
+            p.extra["gated"] = c is not None and ((self.config.gate is not None and c <= self.config.gate)
+                                                  or not t)
         judged = [c for c in cos if c is not None]
         if judged:
             log.add(**{f"teacher/{self.kind}/grad_cosine": sum(judged) / len(judged),
                        f"teacher/{self.kind}/grad_judged": len(judged) / len(acc),
                        f"teacher/{self.kind}/grad_time_s": time.perf_counter() - t0})
-            if self.config.gate is not None:
+            if self.config.gate is not None or self.config.student_top is not None:
                 log.add(**{f"teacher/{self.kind}/grad_gated": sum(p.extra["gated"] for p in acc) / len(acc)})
         S.score(ctx, proposals, self.reward, log)
 

@@ -256,6 +256,19 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         diagnostics=("teacher/lemma/true_variant", "teacher/lemma/grad_cosine",
                      "teacher/lemma/grad_gated", "teacher/lift/grad_gated",
                      "teacher/lemma/grad_cosine_true_variant", "teacher/lemma/grad_cosine_other")),
+    # Added 6 Dec 2026 (06:14 UTC) after gasp-grad-relevance held on 1 of 3 builds, before any
+    # run of it: its gain came from selecting toward the goalposts' solutions, so give the judge
+    # twice the proposals to select from while the student's batch keeps its size.
+    Arm(name="gasp-grad-wide", label="GASP x gradient relevance, 2x proposals, top 5 to the student",
+        config="tiny-cpu.yaml",
+        overrides=("method.gradient_relevance={gate: 0.0, student_top: 5}", "method.proposals_per_anchor=4"),
+        kind="ablation",
+        note="gasp-grad-relevance with 4 proposals per goalpost and per lemma (GASP's 2), of which "
+             "at most the 5 most aligned per round (cos > 0) reach the student: the judge selects "
+             "from twice as many, the student batch stays the size gasp-grad-relevance's was",
+        diagnostics=("teacher/lemma/true_variant", "teacher/lemma/grad_cosine",
+                     "teacher/lemma/grad_gated", "teacher/lift/grad_gated",
+                     "teacher/lemma/grad_cosine_true_variant", "teacher/lemma/grad_cosine_other")),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),

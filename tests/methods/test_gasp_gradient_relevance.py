@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from selfplay_core.config import ConfigError, load_config
-from selfplay_core.methods.gradient_relevance import alignment_weights
+from selfplay_core.methods.gradient_relevance import alignment_weights, top_aligned
 
 
 @pytest.mark.parametrize("cosines, want", [
@@ -19,6 +19,19 @@ from selfplay_core.methods.gradient_relevance import alignment_weights
 ])
 def test_alignment_weights(cosines, want):
     assert alignment_weights(cosines) == pytest.approx(want)
+
+
+@pytest.mark.parametrize("cosines, k, want", [
+    ([0.2, 0.1, -0.3], 2, [True, True, False]),
+    ([0.2, 0.1, -0.3], None, [True, True, True]),   # no cap: the gate alone decides
+    ([None, 0.05, 0.02, 0.07], 1, [False, False, False, True]),
+    ([-0.1, -0.2, None], 1, [True, False, False]),  # the cap ranks; the gate, not the cap, drops cos <= 0
+    ([0.1, 0.1, 0.1], 2, [True, True, False]),      # ties: the earlier proposal
+    ([None, None], 3, [False, False]),
+    ([], 2, []),
+])
+def test_top_aligned(cosines, k, want):
+    assert top_aligned(cosines, k) == want
 
 
 def test_one_judge_at_most_and_not_with_executor_edited_lemmas():
@@ -137,6 +150,15 @@ def test_the_cosine_reward_and_gate_on_the_real_model(toy_run):
     student = method.student_batch(ctx, props, log, lambda name, fn, *a: fn(*a))
     kept = {r.problem.id for _, r in student}
     assert kept == {p.problem.id for p in props if not p.extra["gated"]}
+    # No gate, the cap at one: only the more aligned of a and b reaches the student; c (no
+    # gradient) is left alone; rewards are unchanged by the cap.
+    capped = GradientRelevanceRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
+                                    GradientRelevanceConfig(gate=None, student_top=1))
+    log = IterationLog()
+    capped.score(ctx, props, log)
+    assert [p.extra["gated"] for p in props] == [want[0] < want[1], want[1] < want[0], False]
+    assert [p.reward for p in props] == pytest.approx([weight_a, -0.5, -0.5], abs=1e-4)
+    assert log.metrics["teacher/lemma/grad_gated"] == pytest.approx(1 / 3)
 
 
 def test_goalposts_without_a_reference_program_stop_the_run_before_it_starts():
