@@ -20,8 +20,8 @@ full band reward (the cosines of one round are small and of one scale: ~0.01-0.2
 a proposal with a gradient and a cosine <= gate does not reach the student; one without a
 gradient (p = 0 or 1) is left as GASP leaves it, since it moves nothing. With `student_top`, at
 most that many of a round's judged proposals, the most aligned, reach the student: a teacher
-asked for more proposals per goalpost gives the judge more to choose from while the student's
-batch keeps its size.
+asked for more proposals per goalpost gives the judge more to choose from. Proposals with p = 0
+or 1 are not judged and not capped, so the student's batch still grows with them.
 """
 
 from __future__ import annotations

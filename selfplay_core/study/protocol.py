@@ -92,6 +92,11 @@ def default_protocol() -> Protocol:
 # The toy oracle's reading of a GASP-style teacher's lemmas and lifts (diagnostics, never rewards).
 PROPOSAL_DIAGNOSTICS = ("teacher/lemma/fidelity", "teacher/lift/fidelity", "teacher/lemma/true_variant",
                         "teacher/lift/true_variant", "teacher/lemma/acceptance")
+# The gradient-relevance arms' in-loop metrics: the judge's cosines and gates, and (toy oracle,
+# diagnostic only) whether it ranks true variants above the rest.
+GRAD_RELEVANCE_DIAGNOSTICS = ("teacher/lemma/true_variant", "teacher/lemma/grad_cosine",
+                              "teacher/lemma/grad_gated", "teacher/lift/grad_gated",
+                              "teacher/lemma/grad_cosine_true_variant", "teacher/lemma/grad_cosine_other")
 
 DEFAULT_ARMS: tuple[Arm, ...] = (
     Arm(name="base", label="start checkpoint (no training)", kind="baseline",
@@ -253,12 +258,11 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="GASP; in-band rewards times max(0, cos) / the round's largest cosine, cos = cosine "
              "of the student's gradient on the proposal with the gradient toward its goalpost's "
              "reference program (last block); proposals with cos <= 0 kept from the student",
-        diagnostics=("teacher/lemma/true_variant", "teacher/lemma/grad_cosine",
-                     "teacher/lemma/grad_gated", "teacher/lift/grad_gated",
-                     "teacher/lemma/grad_cosine_true_variant", "teacher/lemma/grad_cosine_other")),
+        diagnostics=GRAD_RELEVANCE_DIAGNOSTICS),
     # Added 6 Dec 2026 (06:14 UTC) after gasp-grad-relevance held on 1 of 3 builds, before any
     # run of it: its gain came from selecting toward the goalposts' solutions, so give the judge
-    # twice the proposals to select from while the student's batch keeps its size.
+    # twice the proposals to select from, the cap meant to keep the student's batch at its size
+    # (it grew: proposals with p = 0 or 1 are not judged, so not capped; README).
     Arm(name="gasp-grad-wide", label="GASP x gradient relevance, 2x proposals, top 5 to the student",
         config="tiny-cpu.yaml",
         overrides=("method.gradient_relevance={gate: 0.0, student_top: 5}", "method.proposals_per_anchor=4"),
@@ -266,9 +270,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         note="gasp-grad-relevance with 4 proposals per goalpost and per lemma (GASP's 2), of which "
              "at most the 5 most aligned per round (cos > 0) reach the student: the judge selects "
              "from twice as many, the student batch stays the size gasp-grad-relevance's was",
-        diagnostics=("teacher/lemma/true_variant", "teacher/lemma/grad_cosine",
-                     "teacher/lemma/grad_gated", "teacher/lift/grad_gated",
-                     "teacher/lemma/grad_cosine_true_variant", "teacher/lemma/grad_cosine_other")),
+        diagnostics=GRAD_RELEVANCE_DIAGNOSTICS),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
