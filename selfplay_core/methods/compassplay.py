@@ -264,7 +264,9 @@ class CompassPlay(Method):
 
 def task_gradient(ctx, p: Proposal, params):
     """The gradient of the solver's policy-gradient loss on one task over `params`: its own n
-    samples with Dr. GRPO advantages, i.e. the direction the update would move it."""
+    samples with Dr. GRPO advantages, i.e. the direction the update moves it under a per-prompt
+    baseline (`trr++_prompt`, `dr_grpo`; TRR++ adds a push of all its samples by the task's
+    distance from its kind's mean pass rate)."""
     comps = p.solve.completions
     weights = dr_grpo_weights(list(p.solve.passed), [len(c.token_ids) for c in comps])
     rolls = [Rollout(list(c.prompt_token_ids), list(c.token_ids), list(c.logprobs), a, "student",

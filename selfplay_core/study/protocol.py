@@ -271,6 +271,18 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
              "at most the 5 most aligned per round (cos > 0) reach the student: the judge selects "
              "from twice as many, the student batch stays the size gasp-grad-relevance's was",
         diagnostics=GRAD_RELEVANCE_DIAGNOSTICS),
+    # Added 6 Dec 2026 (09:15 UTC) after gasp-grad-wide, before any run of it: the judge scores
+    # each proposal's per-task (Dr. GRPO) student gradient, but GASP's TRR++ takes one baseline
+    # per (kind, role), so the real update also pushes every task's samples up or down as a whole,
+    # p = 0 / 1 proposals (never judged) included. A per-prompt baseline makes the update the judged one.
+    Arm(name="gasp-grad-prompt", label="GASP x gradient relevance, per-prompt student baseline",
+        config="tiny-cpu.yaml",
+        overrides=("method.gradient_relevance={gate: 0.0}", "method.advantage=trr++_prompt"),
+        kind="ablation",
+        note="gasp-grad-relevance with trr++_prompt: each student sample's baseline is its own "
+             "task's mean, so the student's step on a proposal is the direction the judge scored "
+             "and a proposal solved by all or none of the samples (not judged) teaches nothing",
+        diagnostics=GRAD_RELEVANCE_DIAGNOSTICS),
     # Issue 13 (added after the issue-12 rows): the rest of the family, each with its diagnostic.
     Arm(name="r-zero", label="R-Zero (majority-vote labels)", config="rzero-tiny-cpu.yaml",
         diagnostics=("teacher/rzero/label_accuracy", "teacher/rzero/label_accuracy_all"),
