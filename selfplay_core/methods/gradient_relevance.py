@@ -18,10 +18,11 @@ Reward (`reward: multiply`): an in-band reward times `alignment_weights` of the 
 max(0, cos) / the round's largest positive cosine, so the round's most aligned proposal keeps its
 full band reward (the cosines of one round are small and of one scale: ~0.01-0.2). Gate (`gate`):
 a proposal with a gradient and a cosine <= gate does not reach the student; one without a
-per-task gradient (p = 0 or 1) is left as GASP leaves it. That judges the update exactly only
-under a per-prompt baseline (`method.advantage: trr++_prompt`): GASP's TRR++ takes one baseline
-per (task kind, role), so it also pushes every task's samples up or down as a whole, p = 0 / 1
-tasks included, a part of the step the cosine does not see. With `student_top`, at
+per-task gradient (p = 0 or 1) is left as GASP leaves it. The judged direction is that of the
+student's policy-gradient step on the proposal (up to scale, before clipping and the KL term)
+only under a per-prompt baseline (`method.advantage: trr++_prompt` or `dr_grpo`): GASP's TRR++
+takes one baseline per (task kind, role), so it also pushes every task's samples up or down as a
+whole, p = 0 / 1 tasks included, a part of the step the cosine does not see. With `student_top`, at
 most that many of a round's judged proposals, the most aligned, reach the student: a teacher
 asked for more proposals per goalpost gives the judge more to choose from. Proposals with p = 0
 or 1 are not judged and not capped, so the student's batch still grows with them.
