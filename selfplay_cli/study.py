@@ -50,6 +50,17 @@ def register(sub) -> None:
 
 
 def _protocol(args):
+    proto = _settings(args)
+    return proto.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
+
+
+# The flags that fix a protocol's settings, and the protocol field each one sets.
+_SETTING_FLAGS = (("--seeds", "seeds", "seeds"), ("--iterations", "iterations", "iterations"),
+                  ("--floor-samplings", "floor_samplings", "final"), ("--set", "common", "common"))
+
+
+def _settings(args):
+    """The registered protocol with the flags' seeds, budget, floor and overrides (all arms)."""
     from selfplay_core.study.protocol import default_protocol
 
     proto = default_protocol()
@@ -62,8 +73,42 @@ def _protocol(args):
         upd["final"] = {**proto.final.model_dump(), "floor_samplings": args.floor_samplings}
     if args.common:
         upd["common"] = tuple(proto.common) + tuple(args.common)
-    proto = proto.model_validate({**proto.model_dump(), **upd}) if upd else proto
-    return proto.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
+    return proto.model_validate({**proto.model_dump(), **upd}) if upd else proto
+
+
+def _report_protocol(args, out):
+    """--report-only reports the protocol the folder's runs were fixed with (its protocol.json),
+    not the flags' defaults: without this, a 24-iteration study reported with no flags read its
+    evaluations under the 12-iteration registry (6 Dec 2026). A settings flag that asks for
+    another protocol than the saved one is an error; one that repeats it is allowed."""
+    from selfplay_cli._common import CLIError
+    from selfplay_core.study import runner
+
+    if args.new:
+        raise CLIError("--report-only reports the runs in --out; --new would discard them: drop one")
+    try:
+        saved = runner.saved_protocol(out)
+    except runner.StudyError as e:
+        raise CLIError(str(e)) from None
+    try:
+        asked = _settings(args)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    for flag, attr, field in _SETTING_FLAGS:
+        if getattr(args, attr) and getattr(asked, field) != getattr(saved, field):
+            raise CLIError(
+                f"{out / 'protocol.json'} fixed {field} = {_show(getattr(saved, field))} before "
+                f"its runs, and {flag} asks for {_show(getattr(asked, field))}: --report-only "
+                f"reports the saved protocol; drop {flag}, or give the --out of the study run "
+                "with it")
+    try:
+        return saved.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
+    except ValueError as e:
+        raise CLIError(f"{out}: {e}") from None
+
+
+def _show(value) -> str:
+    return repr(value.model_dump()) if hasattr(value, "model_dump") else repr(value)
 
 
 def run(args) -> int:
@@ -79,6 +124,8 @@ def run(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.merge:
         return _merge(args)
+    if args.report_only and not args.list:
+        return _report(args)
     try:
         proto = _protocol(args)
     except ValueError as e:
@@ -93,19 +140,28 @@ def run(args) -> int:
         for a in proto.arms:  # every config loads before the first run starts
             if a.trains:
                 runner.arm_config(a, proto, proto.seeds[0], Path(args.configs), out)
-        if args.report_only:
-            rep = runner.report_and_log(proto, out, command=command)
-        else:
-            rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new,
-                                   command=command,
-                                   log=lambda m: print(m, file=sys.stderr, flush=True))
-            if not rep["complete"]:
-                print(f"{len(rep['missing'])} run(s) are still running in other processes on "
-                      f"{out}; the last of them writes the report")
-                return 0
+        rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new,
+                               command=command,
+                               log=lambda m: print(m, file=sys.stderr, flush=True))
+        if not rep["complete"]:
+            print(f"{len(rep['missing'])} run(s) are still running in other processes on "
+                  f"{out}; the last of them writes the report")
+            return 0
         print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
     except (ConfigError, runner.StudyError) as e:
         raise CLIError(str(e)) from None
+    return _print_report(rep, out, args.readme)
+
+
+def _report(args) -> int:
+    from pathlib import Path
+
+    from selfplay_core.study import runner
+
+    out = Path(args.out)
+    proto = _report_protocol(args, out)
+    rep = runner.report_and_log(proto, out, command=_command())
+    print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
     return _print_report(rep, out, args.readme)
 
 

@@ -51,6 +51,15 @@ def _save_protocol(protocol: Protocol, out: Path, force: bool) -> None:
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
+def saved_protocol(out: Path) -> Protocol:
+    """The protocol a study folder's runs were fixed with (its protocol.json)."""
+    path = out / "protocol.json"
+    if not path.is_file():
+        raise StudyError(f"{out}: not a study folder (no protocol.json); give the --out of a "
+                         "`selfplay study` run")
+    return Protocol.model_validate(json.loads(path.read_text())["protocol"])
+
+
 def fixed_sets(protocol: Protocol, configs_dir: Path, out: Path, executor):
     """The goalpost set every arm is measured on (the start checkpoint's, as the runs mine it)
     and the whole held-out split."""
@@ -300,13 +309,22 @@ def write_report(protocol: Protocol, out: Path, results: dict, wall_s: float | N
     return {"rows": rows, "markdown": md, "figure": str(fig), "wall_s": wall_s}
 
 
+def _budget_phrase(protocol: Protocol) -> str:
+    """`make run` trains the protocol's default number of iterations; a study with another budget
+    must not claim to be that one (the 6 Dec 24-iteration study's report did)."""
+    default = Protocol.model_fields["iterations"].default
+    if protocol.iterations == default:
+        return "the `make run` budget"
+    return f"{protocol.iterations / default:g}x the `make run` budget of {default}"
+
+
 def study_markdown(protocol: Protocol, rows: list[dict], command: str | None = None) -> str:
     f = protocol.final
     total_train = sum(sum(r["wall_s"]) for r in rows if r["wall_s"])
     lines = [
         f"Protocol `{protocol.key()}` (fixed before the runs; `protocol.json` in the study folder): "
         f"{len(protocol.seeds)} seeds ({', '.join(map(str, protocol.seeds))}) per training arm, "
-        f"{protocol.iterations} iterations each (the `make run` budget), same start checkpoint. "
+        f"{protocol.iterations} iterations each ({_budget_phrase(protocol)}), same start checkpoint. "
         f"Final evaluation of each run's last checkpoint: the fixed goalpost set at k = "
         f"{f.goalpost_k} samples (a goalpost is hit when one passes) and the whole held-out split "
         f"x {f.heldout_n} samples (T = {f.temperature}). The start checkpoint is evaluated "

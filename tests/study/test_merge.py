@@ -118,3 +118,32 @@ def test_the_cli_merges_and_refuses_settings_flags(tmp_path, capsys, monkeypatch
     assert (tmp_path / "m" / "study.png").is_file() and (tmp_path / "m" / "mlruns").is_dir()
     with pytest.raises(CLIError, match="not a study folder"):
         study.run(_args("--merge", str(a), str(tmp_path / "none"), "--out", str(tmp_path / "m2")))
+
+
+def test_report_only_reports_the_saved_protocol_not_the_flags_defaults(tmp_path, capsys, monkeypatch):
+    """A study run at another budget than the registry's and reported with no flags came out
+    under the default protocol (12 iterations, every registered arm, its seeds): the saved
+    protocol is the one reported, and a flag that contradicts it is one clear error."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    a = _study(tmp_path / "a", [BASE, RLVR], hits={"rlvr": [2, 4]})
+    saved = runner.saved_protocol(a)
+    assert study.run(_args("--report-only", "--out", str(a))) == 0
+    out = capsys.readouterr().out
+    assert f"Protocol `{saved.key()}`" in out and "3 iterations each" in out
+    assert "| RLVR | 2 | 3.0 ± 1.4 |" in out          # hits 2 and 4: mean 3, sd sqrt(2)
+    assert "AZR" not in out and "GASP" not in out      # only the arms the folder ran
+    # repeating the saved settings is fine; asking for others is refused before anything is written
+    assert study.run(_args("--report-only", "--out", str(a), "--iterations", "3", "--seeds", "0,1")) == 0
+    capsys.readouterr()
+    before = (a / "study.md").read_text()
+    with pytest.raises(CLIError, match=r"fixed iterations = 3 before its runs, and --iterations asks for 12"):
+        study.run(_args("--report-only", "--out", str(a), "--iterations", "12"))
+    with pytest.raises(CLIError, match=r"fixed seeds = \(0, 1\).*--seeds asks for \(0, 1, 2\)"):
+        study.run(_args("--report-only", "--out", str(a), "--seeds", "0,1,2"))
+    with pytest.raises(CLIError, match="--new would discard them"):
+        study.run(_args("--report-only", "--new", "--out", str(a)))
+    assert (a / "study.md").read_text() == before
+    assert study.run(_args("--report-only", "--out", str(a), "--arms", "rlvr")) == 0
+    assert "| RLVR | 2 |" in capsys.readouterr().out
+    with pytest.raises(CLIError, match="not a study folder"):
+        study.run(_args("--report-only", "--out", str(tmp_path / "none")))

@@ -146,3 +146,16 @@ def test_an_arm_with_nothing_to_compare_with_says_so():
     assert report.comparisons(rows) == [
         "* GASP: no floor or RLVR in this study to compare with (`selfplay study --merge` joins "
         "it to a study that has them)"]
+
+
+def test_the_report_names_its_budget_against_make_runs():
+    """A study at another budget than `make run`'s 12 iterations says so instead of calling its
+    budget `make run`'s."""
+    from selfplay_core.study.runner import study_markdown
+    rows = report.arm_rows(_protocol(), _results())
+    at_12 = _protocol().model_copy(update={"iterations": 12})
+    at_24 = _protocol().model_copy(update={"iterations": 24})
+    assert "12 iterations each (the `make run` budget)" in study_markdown(at_12, rows)
+    md = study_markdown(at_24, rows)
+    assert "24 iterations each (2x the `make run` budget of 12)" in md
+    assert "(the `make run` budget)" not in md
