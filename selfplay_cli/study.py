@@ -49,9 +49,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _arm_names(args) -> list[str] | None:
+    return [a.strip() for a in args.arms.split(",")] if args.arms else None
+
+
 def _protocol(args):
-    proto = _settings(args)
-    return proto.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
+    return _settings(args).select(_arm_names(args))
 
 
 # The flags that fix a protocol's settings, and the protocol field each one sets.
@@ -82,17 +85,14 @@ def _report_protocol(args, out):
     evaluations under the 12-iteration registry (6 Dec 2026). A settings flag that asks for
     another protocol than the saved one is an error; one that repeats it is allowed."""
     from selfplay_cli._common import CLIError
-    from selfplay_core.study import runner
+    from selfplay_core.study.protocol import saved_protocol
 
     if args.new:
         raise CLIError("--report-only reports the runs in --out; --new would discard them: drop one")
     try:
-        saved = runner.saved_protocol(out)
-    except runner.StudyError as e:
-        raise CLIError(str(e)) from None
-    try:
+        saved = saved_protocol(out)
         asked = _settings(args)
-    except ValueError as e:
+    except ValueError as e:  # NotAStudyFolder, or a flag's value the protocol refuses
         raise CLIError(str(e)) from None
     for flag, attr, field in _SETTING_FLAGS:
         if getattr(args, attr) and getattr(asked, field) != getattr(saved, field):
@@ -102,7 +102,7 @@ def _report_protocol(args, out):
                 f"reports the saved protocol; drop {flag}, or give the --out of the study run "
                 "with it")
     try:
-        return saved.select([a.strip() for a in args.arms.split(",")] if args.arms else None)
+        return saved.select(_arm_names(args))
     except ValueError as e:
         raise CLIError(f"{out}: {e}") from None
 
@@ -147,7 +147,6 @@ def run(args) -> int:
             print(f"{len(rep['missing'])} run(s) are still running in other processes on "
                   f"{out}; the last of them writes the report")
             return 0
-        print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
     except (ConfigError, runner.StudyError) as e:
         raise CLIError(str(e)) from None
     return _print_report(rep, out, args.readme)
@@ -160,9 +159,7 @@ def _report(args) -> int:
 
     out = Path(args.out)
     proto = _report_protocol(args, out)
-    rep = runner.report_and_log(proto, out, command=_command())
-    print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
-    return _print_report(rep, out, args.readme)
+    return _print_report(runner.report_and_log(proto, out, command=_command()), out, args.readme)
 
 
 def _command() -> str | None:
@@ -173,6 +170,7 @@ def _command() -> str | None:
 def _print_report(rep: dict, out, readme: str | None) -> int:
     from selfplay_core.study.report import replace_readme_section
 
+    print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
     print(rep["markdown"])
     print(f"study folder: {out} (study.md, study.png, table.json)")
     if readme:
@@ -188,18 +186,15 @@ def _merge(args) -> int:
     from selfplay_core.study import runner
     from selfplay_core.study.merge import MergeError, merge_into
 
-    given = [f for f, v in (("--seeds", args.seeds), ("--iterations", args.iterations),
-                            ("--floor-samplings", args.floor_samplings), ("--set", args.common),
-                            ("--new", args.new), ("--report-only", args.report_only),
-                            ("--list", args.list)) if v]
+    given = [flag for flag, attr, _ in _SETTING_FLAGS if getattr(args, attr)]
+    given += [flag for flag, v in (("--new", args.new), ("--report-only", args.report_only),
+                                   ("--list", args.list)) if v]
     if given:
         raise CLIError(f"--merge takes the settings of the folders it merges; drop {', '.join(given)}")
     out = Path(args.out)
     try:
-        proto = merge_into([Path(f) for f in args.merge], out,
-                           [a.strip() for a in args.arms.split(",")] if args.arms else None)
+        proto = merge_into([Path(f) for f in args.merge], out, _arm_names(args))
         rep = runner.report_and_log(proto, out, command=_command())
     except MergeError as e:
         raise CLIError(str(e)) from None
-    print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
     return _print_report(rep, out, args.readme)

@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from selfplay_core.study.protocol import Arm, Protocol
+from selfplay_core.study.protocol import Arm, NotAStudyFolder, Protocol, saved_protocol
 
 
 class MergeError(ValueError):
@@ -22,11 +22,10 @@ class MergeError(ValueError):
 
 
 def _load(folder: Path) -> tuple[Protocol, list[str] | None]:
-    path = folder / "protocol.json"
-    if not path.is_file():
-        raise MergeError(f"{folder}: not a study folder (no protocol.json); give the --out "
-                         "folders of finished `selfplay study` runs")
-    proto = Protocol.model_validate(json.loads(path.read_text())["protocol"])
+    try:
+        proto = saved_protocol(folder)
+    except NotAStudyFolder as e:
+        raise MergeError(str(e)) from None
     gps = folder / "goalposts.json"
     return proto, json.loads(gps.read_text()) if gps.is_file() else None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -87,6 +88,19 @@ class Protocol(_Frozen):
 def default_protocol() -> Protocol:
     """The pre-registered study of issue 17 (see README 'Does the loop learn?')."""
     return Protocol(arms=DEFAULT_ARMS, common=STUDY_COMMON)
+
+
+class NotAStudyFolder(ValueError):
+    """A folder without the protocol.json that `selfplay study` writes before its first run."""
+
+
+def saved_protocol(folder: str | Path) -> Protocol:
+    """The protocol a study folder's runs were fixed with (its protocol.json)."""
+    path = Path(folder) / "protocol.json"
+    if not path.is_file():
+        raise NotAStudyFolder(f"{folder}: not a study folder (no protocol.json); give the --out "
+                              "of a `selfplay study` run")
+    return Protocol.model_validate(json.loads(path.read_text())["protocol"])
 
 
 # The toy oracle's reading of a GASP-style teacher's lemmas and lifts (diagnostics, never rewards).

@@ -51,15 +51,6 @@ def _save_protocol(protocol: Protocol, out: Path, force: bool) -> None:
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
-def saved_protocol(out: Path) -> Protocol:
-    """The protocol a study folder's runs were fixed with (its protocol.json)."""
-    path = out / "protocol.json"
-    if not path.is_file():
-        raise StudyError(f"{out}: not a study folder (no protocol.json); give the --out of a "
-                         "`selfplay study` run")
-    return Protocol.model_validate(json.loads(path.read_text())["protocol"])
-
-
 def fixed_sets(protocol: Protocol, configs_dir: Path, out: Path, executor):
     """The goalpost set every arm is measured on (the start checkpoint's, as the runs mine it)
     and the whole held-out split."""

@@ -16,7 +16,7 @@ from selfplay_cli import study
 from selfplay_cli._common import CLIError
 from selfplay_core.study import runner
 from selfplay_core.study.merge import MergeError, merge_into
-from selfplay_core.study.protocol import Arm, FinalEval, Protocol
+from selfplay_core.study.protocol import Arm, FinalEval, Protocol, saved_protocol
 
 BASE = Arm(name="base", label="start")
 RLVR = Arm(name="rlvr", label="RLVR", config="x.yaml")
@@ -126,7 +126,7 @@ def test_report_only_reports_the_saved_protocol_not_the_flags_defaults(tmp_path,
     protocol is the one reported, and a flag that contradicts it is one clear error."""
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     a = _study(tmp_path / "a", [BASE, RLVR], hits={"rlvr": [2, 4]})
-    saved = runner.saved_protocol(a)
+    saved = saved_protocol(a)
     assert study.run(_args("--report-only", "--out", str(a))) == 0
     out = capsys.readouterr().out
     assert f"Protocol `{saved.key()}`" in out and "3 iterations each" in out
