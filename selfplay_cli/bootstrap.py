@@ -48,6 +48,12 @@ def _config(args):
 
 def run(args) -> int:
     config = _config(args)
+    if args.out:  # before Prefect starts and the corpus is built (the core function checks too)
+        from selfplay_core.output_paths import check_replaceable_dir
+        from selfplay_core.toyworld.bootstrap import is_complete
+
+        if args.force or not is_complete(args.out):
+            check_replaceable_dir(args.out, "--out", "bootstrap.json")
     if args.no_prefect:
         from selfplay_core.toyworld.bootstrap import bootstrap_toy_model
 

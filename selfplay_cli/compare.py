@@ -19,12 +19,15 @@ def run(args) -> int:
     import os
 
     from selfplay_cli._common import CLIError
+    from selfplay_core.output_paths import check_output_file
     from selfplay_core.tracking import compare
     from selfplay_core.tracking.mlflow_run import local_tracking_uri
 
     os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
     uri = args.tracking_uri or local_tracking_uri("runs/mlruns")
     metrics = tuple(m.strip() for m in args.metrics.split(",")) if args.metrics else compare.DEFAULT_METRICS
+    if args.png:
+        check_output_file(args.png, "--png")
     try:
         rows = compare.collect(uri, args.run_ids, metrics)
     except ValueError as e:

@@ -21,9 +21,13 @@ def register(sub) -> None:
 def run(args) -> int:
     from selfplay_core.datasets.evalplus import file_sha256, load_humanevalplus, load_mbppplus
     from selfplay_core.datasets.expected import attach_expected
+    from selfplay_core.output_paths import check_output_file
     from selfplay_core.problems import write_jsonl
     from selfplay_core.sandbox import Executor
 
+    check_output_file(args.out, "--out")
+    if args.canonical_out:
+        check_output_file(args.canonical_out, "--canonical-out")
     loader = {"humanevalplus": load_humanevalplus, "mbppplus": load_mbppplus}[args.benchmark]
     problems, canon, path = loader(args.data, with_path=True)
     key = f"{args.benchmark}-{file_sha256(path)[:16]}"

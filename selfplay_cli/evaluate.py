@@ -95,6 +95,21 @@ def make_engine(model_path: str):
                        f"({type(e).__name__}: {str(e)[:300]})") from None
 
 
+def _check_model_path(model: str) -> None:
+    """--model as a local path (absolute, ./, ../, ~ or existing) must be a model folder: said
+    now, not after the expected outputs are computed. Anything else is a hub id, loaded later."""
+    import os
+
+    from selfplay_cli._common import CLIError
+
+    local = os.path.isabs(model) or model.startswith((".", "~")) or os.path.exists(model)
+    folder = os.path.expanduser(model)
+    if local and not os.path.isfile(os.path.join(folder, "config.json")):
+        what = "is not a model folder (no config.json)" if os.path.exists(folder) else "does not exist"
+        raise CLIError(f"--model {model}: {what}; give a Hugging Face model folder "
+                       "(save_pretrained) or a hub id")
+
+
 def _lcb_options(args) -> dict:
     from selfplay_cli._common import CLIError
 
@@ -194,6 +209,7 @@ def run(args) -> int:
     from selfplay_core.evaluation.report import write_outputs
     from selfplay_core.evaluation.fit import prompt_problems
     from selfplay_core.evaluation.runner import EvalConfig, evaluate
+    from selfplay_core.output_paths import ensure_output_dir
     from selfplay_core.problems import load_samples
     from selfplay_core.sandbox import Executor
 
@@ -201,6 +217,8 @@ def run(args) -> int:
         ks = parse_ks(args.k)
     except PassAtKError as e:
         raise CLIError(f"--k: {e}") from None
+    if args.model:
+        _check_model_path(args.model)
     if args.n is not None and (args.n < 0 or (args.samples and args.n == 0)):
         raise CLIError("--n must be >= 0 (>= 1 with --samples)")
     lcb = _lcb_options(args) if args.benchmark == "lcb" else {}
@@ -233,6 +251,7 @@ def run(args) -> int:
         _check_sample_ids(args.benchmark, samples, raw, args.samples)
     if raw is not None and args.model:
         _check_fit(args, raw, cfg)
+    ensure_output_dir(args.out, "--out")  # before samples are drawn and verified, not after
     with Executor(sandbox_config(args)) as ex:
         bar = None
 

@@ -14,11 +14,26 @@ COMMANDS = ["run", "compare", "study", "verify", "evaluate", "convert", "bootstr
 from selfplay_cli._common import CLIError  # noqa: E402,F401
 
 
+class _Version(argparse.Action):
+    """--version, read from the installed package's metadata only when asked (startup stays lean)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("selfplay")
+        except PackageNotFoundError:
+            text = "unknown (not installed: pip install -e .)"
+        print(f"selfplay {text}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="selfplay",
         description="Guided asymmetric self-play for code LLMs: verify, evaluate, train.",
     )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"selfplay_cli.{name}").register(sub)
@@ -28,12 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from selfplay_core.engines.errors import EngineError
+    from selfplay_core.output_paths import OutputPathError
     from selfplay_core.problems import InputError
     from selfplay_core.sandbox.backends import SandboxUnavailable
 
     try:
         return int(args.func(args) or 0)
-    except (CLIError, InputError, SandboxUnavailable, EngineError) as e:
+    except (CLIError, InputError, OutputPathError, SandboxUnavailable, EngineError) as e:
         print(f"selfplay {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -54,6 +54,7 @@ def _run(args) -> int:
 
     from selfplay_core.config import ConfigError, dump_config, load_config
     from selfplay_core.loop.engine_setup import check_server, describe_setup, launches_server
+    from selfplay_core.output_paths import check_output_dir
     from selfplay_core.state import StateError
 
     config = args.config
@@ -67,6 +68,8 @@ def _run(args) -> int:
         if plan:
             print(plan)
         return 0
+    if not args.resume:  # the run folder and the local MLflow store go under out_dir
+        check_output_dir(cfg.out_dir, "out_dir")  # nothing is made until the run starts
     if cfg.engine.backend == "vllm" and not launches_server(cfg):
         check_server(cfg)  # before Prefect, MLflow or the model start
     _env_defaults()

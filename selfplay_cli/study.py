@@ -17,6 +17,16 @@ def _positive(text: str) -> int:
     return n
 
 
+def _seed_list(text: str) -> str:
+    """--seeds as given, once it is checked to be comma-separated whole numbers."""
+    import argparse
+
+    parts = [t.strip() for t in text.split(",")]
+    if not all(t.lstrip("-").isdigit() for t in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, e.g. 0,1,2, got {text!r}")
+    return text
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "study", help="run the learning study (arms x seeds, one budget) and write its table",
@@ -28,8 +38,8 @@ def register(sub) -> None:
         "'Does the loop learn?' section, whatever it shows.")
     p.add_argument("--out", default="runs/study", help="study folder (default runs/study)")
     p.add_argument("--arms", default=None, help="comma-separated arms of the protocol (default: all)")
-    p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2)")
-    p.add_argument("--iterations", type=int, default=None, help="the budget per run (default 12)")
+    p.add_argument("--seeds", type=_seed_list, default=None, help="comma-separated seeds (default 0,1,2)")
+    p.add_argument("--iterations", type=_positive, default=None, help="the budget per run (default 12)")
     p.add_argument("--floor-samplings", type=_positive, default=None, metavar="N",
                    help="samplings of the start checkpoint, the floor (default 3; seeds 0..N-1, so "
                    "the first 3 are those of a 3-sampling study)")
@@ -117,6 +127,7 @@ def run(args) -> int:
 
     from selfplay_cli._common import CLIError
     from selfplay_core.config import ConfigError
+    from selfplay_core.output_paths import ensure_output_dir
     from selfplay_core.study import runner
 
     os.environ.setdefault("DO_NOT_TRACK", "true")
@@ -137,9 +148,11 @@ def run(args) -> int:
     out = Path(args.out)
     command = _command()
     try:
+        runner.first_training_arm(proto)
         for a in proto.arms:  # every config loads before the first run starts
             if a.trains:
                 runner.arm_config(a, proto, proto.seeds[0], Path(args.configs), out)
+        ensure_output_dir(out, "--out")  # before the first run, not when it saves
         rep = runner.run_study(proto, out, configs_dir=args.configs, new=args.new,
                                command=command,
                                log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -183,6 +196,7 @@ def _merge(args) -> int:
     from pathlib import Path
 
     from selfplay_cli._common import CLIError
+    from selfplay_core.output_paths import ensure_output_dir
     from selfplay_core.study import runner
     from selfplay_core.study.merge import MergeError, merge_into
 
@@ -191,7 +205,7 @@ def _merge(args) -> int:
                                    ("--list", args.list)) if v]
     if given:
         raise CLIError(f"--merge takes the settings of the folders it merges; drop {', '.join(given)}")
-    out = Path(args.out)
+    out = ensure_output_dir(args.out, "--out")
     try:
         proto = merge_into([Path(f) for f in args.merge], out, _arm_names(args))
         rep = runner.report_and_log(proto, out, command=_command())

@@ -22,9 +22,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from selfplay_core.output_paths import check_output_file
     from selfplay_core.problems import InputError, load_problems, load_samples, write_jsonl
     from selfplay_core.sandbox import Executor
 
+    check_output_file(args.out, "--out")
     problems = load_problems(args.problems)
     samples = load_samples(args.samples)
     for k, s in enumerate(samples):

@@ -28,6 +28,7 @@ from selfplay_core.evaluation.fit import check_prompts_fit, context_window, load
 from selfplay_core.evaluation.prompts import get_template
 from selfplay_core.evaluation.report import write_outputs
 from selfplay_core.evaluation.runner import EvalConfig, evaluate
+from selfplay_core.output_paths import ensure_output_dir
 from selfplay_core.problems import InputError
 from selfplay_core.sandbox import Executor
 from selfplay_core.sandbox.config import SandboxConfig
@@ -250,10 +251,8 @@ def run_checkpoint_eval(cfg: CheckpointEvalConfig, *, call=direct, log=lambda m:
     a Prefect task in the flow); one MLflow run; returns a JSON-ready summary."""
     import tempfile
 
-
     run_name = run_name_for(cfg)
-    out_root = Path(cfg.out_dir) / run_name
-    out_root.mkdir(parents=True, exist_ok=True)
+    out_root = ensure_output_dir(Path(cfg.out_dir) / run_name, "the evaluation folder (out_dir/run name)")
     with tempfile.TemporaryDirectory(prefix="selfplay-eval-") as tmp:
         model_dir = resolve_checkpoint(cfg.checkpoint, tmp)
         log(f"checkpoint {cfg.checkpoint} -> {model_dir}")

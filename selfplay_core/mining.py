@@ -22,6 +22,7 @@ from selfplay_core.engines.base import SamplingParams
 from selfplay_core.engines.hf import HFEngine
 from selfplay_core.goalposts import engine_solver, mine_goalposts
 from selfplay_core.loop.worlds import weights_key
+from selfplay_core.output_paths import ensure_output_dir
 from selfplay_core.problems import InputError
 from selfplay_core.sandbox import Executor
 from selfplay_core.sandbox.config import SandboxConfig
@@ -129,9 +130,10 @@ def loop_compatible(cfg: GoalpostMiningConfig) -> bool:
 def run_mining(cfg: GoalpostMiningConfig, *, call=lambda name, fn, *a: fn(*a),
                log=lambda m: None) -> dict:
     """Mine (through `call`, a Prefect task in the flow), write the set, log it to MLflow."""
-    model_dir = resolve_model(cfg.model_path)
     run_name = cfg.run_name or f"goalposts-{cfg.world}-w{cfg.world_seed}-k{cfg.k}-" \
                                f"{time.strftime('%Y%m%d-%H%M%S')}"
+    out = ensure_output_dir(Path(cfg.out_dir) / run_name, "the mining folder (out_dir/run name)")  # before mining
+    model_dir = resolve_model(cfg.model_path)
     uri, artifacts = resolve_tracking(cfg.mlflow_uri, cfg.out_dir)
     tracker = RunTracker(uri, cfg.experiment, run_name=run_name, artifact_location=artifacts,
                          tags={"kind": "goalpost-mining", "world": cfg.world,
@@ -141,8 +143,6 @@ def run_mining(cfg: GoalpostMiningConfig, *, call=lambda name, fn, *a: fn(*a),
         tracker.log_params(cfg.model_dump(mode="json"))
         with Executor(cfg.sandbox) as ex:
             result = call("mine-goalposts", mine, cfg, model_dir, ex, log)
-        out = Path(cfg.out_dir) / run_name
-        out.mkdir(parents=True, exist_ok=True)
         path = out / "goalposts.json"
         path.write_text(json.dumps(result, indent=2) + "\n")
         s = result["summary"]

@@ -165,20 +165,36 @@ def _fail(path, lineno, msg):
 
 
 def _jsonl_rows(path):
+    """(line number, object) per non-empty line. A gzip file (evalplus ships .jsonl.gz) is read
+    as its text; bytes that are not UTF-8 are one InputError naming the line, not a traceback."""
+    import gzip
     import os
     if not os.path.exists(path):
         raise InputError(f"{path}: file not found")
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as e:
-                _fail(path, lineno, f"not valid JSON ({e.msg} at column {e.colno})")
-            if not isinstance(row, dict):
-                _fail(path, lineno, f"expected a JSON object, got {type(row).__name__}")
-            yield lineno, row
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a folder; give a JSONL file")
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gzipped else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as f:   # bytes, decoded per line: an error names its line
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    _fail(path, lineno, "not UTF-8 text; give a JSONL file (plain or gzip-compressed)")
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as e:
+                    _fail(path, lineno, f"not valid JSON ({e.msg} at column {e.colno})")
+                if not isinstance(row, dict):
+                    _fail(path, lineno, f"expected a JSON object, got {type(row).__name__}")
+                yield lineno, row
+    except (OSError, EOFError) as e:   # a truncated or corrupt gzip file
+        _fail(path, lineno + 1, f"cannot be read ({e}); give a JSONL file (plain or gzip-compressed)")
 
 
 def problem_from_json(row: dict, where: str = "problem") -> Problem:
@@ -193,6 +209,9 @@ def problem_from_json(row: dict, where: str = "problem") -> Problem:
             raise InputError(f"{where}: field '{key}' has type {type(v).__name__}")
         return v
 
+    if "id" not in row and "task_id" in row:   # a HumanEval+/MBPP+ row, not yet converted
+        raise InputError(f"{where}: missing field 'id' (a benchmark dataset row: write the problems "
+                         "file with `selfplay convert humanevalplus|mbppplus --out PROBLEMS.jsonl`)")
     pid = need("id", (str, int))
     kind = need("kind", str)
     if kind not in KINDS:

@@ -41,3 +41,16 @@ def test_a_bad_override_and_a_dry_run_import_nothing_heavy(tmp_path):
     assert rc == 2 and "learner.lr" in err and heavy == []
     rc, heavy, _ = probe(["run", "--config", str(REPO / "configs" / "tiny-cpu.yaml"), "--dry-run"], tmp_path)
     assert rc == 0 and heavy == []
+
+
+def test_version_is_the_installed_packages_and_imports_nothing_heavy(tmp_path):
+    import tomllib
+
+    want = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    out = subprocess.run([sys.executable, "-c", PROBE.replace("file=sys.stderr", "file=sys.stdout"), "--version"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    lines = out.stdout.strip().splitlines()
+    assert out.returncode == 0, out.stderr
+    assert lines[0] == f"selfplay {want}"
+    assert json.loads(lines[-1][len("HEAVY="):]) == []

@@ -28,6 +28,7 @@ from selfplay_core.config import RunConfig, dump_config
 from selfplay_core.loop import timing
 from selfplay_core.loop.context import build_context, save_checkpoint
 from selfplay_core.methods import method_for
+from selfplay_core.output_paths import ensure_output_dir
 from selfplay_core.records import IterationLog
 from selfplay_core.run_context import RunContext
 from selfplay_core.state import RunState, StateError, load_state, save_state
@@ -137,6 +138,7 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
     if resume:
         state = load_state(state_path)
     else:
+        ensure_output_dir(run_dir, "the run folder (out_dir/run name)")  # before the model loads
         _fresh_run_dir(run_dir)
         state = RunState()
     if resume and state.iteration >= cfg.iterations:

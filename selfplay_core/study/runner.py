@@ -51,6 +51,16 @@ def _save_protocol(protocol: Protocol, out: Path, force: bool) -> None:
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
+def first_training_arm(protocol: Protocol):
+    """The arm whose config names the start checkpoint, the world and so the goalposts and the
+    held-out split every arm is measured on; a study of untrained arms alone has none."""
+    for a in protocol.arms:
+        if a.trains:
+            return a
+    raise StudyError(f"--arms {','.join(a.name for a in protocol.arms)}: no training arm; the start "
+                     "checkpoint and the evaluation sets come from one (e.g. --arms base,rlvr)")
+
+
 def fixed_sets(protocol: Protocol, configs_dir: Path, out: Path, executor):
     """The goalpost set every arm is measured on (the start checkpoint's, as the runs mine it)
     and the whole held-out split."""
@@ -58,8 +68,7 @@ def fixed_sets(protocol: Protocol, configs_dir: Path, out: Path, executor):
     from selfplay_core.loop.worlds import build_world, select_goalposts
     from selfplay_core.engines.hf import HFEngine
 
-    first = next(a for a in protocol.arms if a.trains)
-    cfg = arm_config(first, protocol, protocol.seeds[0], configs_dir, out)
+    cfg = arm_config(first_training_arm(protocol), protocol, protocol.seeds[0], configs_dir, out)
     if cfg.model.torch_threads:
         # What every run sets for itself: the floor's evaluations (before any run) took 290-320 s
         # each at torch's default threads with two study processes on 2 cores, an arm's ~25 s

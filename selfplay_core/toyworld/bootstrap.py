@@ -20,6 +20,7 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from selfplay_core.output_paths import check_replaceable_dir
 from selfplay_core.toyworld.corpus import CorpusSettings, build_corpus, teacher_phase_settings
 from selfplay_core.toyworld.model import ModelSettings, build_model, n_parameters
 from selfplay_core.toyworld.pretrain import TrainSettings, pretrain
@@ -133,6 +134,9 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
     if is_complete(target) and not force:
         say(f"toy model: cached at {target}")
         return target
+    # Before half an hour of training: the folder can be written, and what is there now is an
+    # earlier model (replaced at the end), not a folder of the user's that --out named by mistake.
+    check_replaceable_dir(target, "--out" if out_dir else "the model cache folder", "bootstrap.json")
 
     import torch
 
