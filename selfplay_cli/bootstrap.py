@@ -48,12 +48,10 @@ def _config(args):
 
 def run(args) -> int:
     config = _config(args)
-    if args.out:  # before Prefect starts and the corpus is built (the core function checks too)
-        from selfplay_core.output_paths import check_replaceable_dir
-        from selfplay_core.toyworld.bootstrap import is_complete
+    if args.out:  # before Prefect starts (the core function checks again, for other callers)
+        from selfplay_core.toyworld.bootstrap import check_target
 
-        if args.force or not is_complete(args.out):
-            check_replaceable_dir(args.out, "--out", "bootstrap.json")
+        check_target(args.out, force=args.force)
     if args.no_prefect:
         from selfplay_core.toyworld.bootstrap import bootstrap_toy_model
 

@@ -20,30 +20,23 @@ class OutputPathError(ValueError):
     """An output path that cannot be written; the message names it and what to do."""
 
 
-def ensure_output_dir(path: str | Path, what: str) -> Path:
-    """Create the folder `path` (and its parents) if needed and check a file can be written in
-    it. `what` names it in the error, e.g. "--out" or "the run folder"."""
+def check_output_dir(path: str | Path, what: str) -> Path:
+    """The folder `path` could be made and written, checked without making anything (so a later
+    refusal leaves no trace): the nearest existing one of it and its ancestors is a folder a file
+    can be written in. `what` names it in the error, e.g. "--out" or "the run folder"."""
     p = Path(path).expanduser()
-    if p.exists() and not p.is_dir():
-        raise OutputPathError(f"{what} {p}: exists and is not a folder; give a folder path")
+    _check_writable(p, f"{what} {p}", named=True)
+    return p
+
+
+def ensure_output_dir(path: str | Path, what: str) -> Path:
+    """`check_output_dir`, then the folder is made."""
+    p = check_output_dir(path, what)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputPathError(f"{what} {p}: cannot create the folder ({_reason(e)}); "
                               "give a path you can write") from None
-    _probe(p, what)
-    return p
-
-
-def check_output_dir(path: str | Path, what: str) -> Path:
-    """The folder `path` could be made and written, checked without making anything (so a later
-    refusal leaves no trace): it is a folder or absent, and the nearest existing one of it and its
-    ancestors is a folder a file can be written in."""
-    p = Path(path).expanduser()
-    if p.exists() and not p.is_dir():
-        raise OutputPathError(f"{what} {p}: exists and is not a folder; give a folder path")
-    base = _nearest_existing_folder(p, f"{what} {p}")
-    _probe(base, what if base == p.absolute() else f"{what} {p}: its folder")
     return p
 
 
@@ -53,24 +46,15 @@ def check_output_file(path: str | Path, what: str) -> Path:
     p = Path(path).expanduser()
     if p.is_dir():
         raise OutputPathError(f"{what} {p}: is a folder; give a file path")
-    _probe(_nearest_existing_folder(p.absolute().parent, f"{what} {p}"), f"{what} {p}: its folder")
+    _check_writable(p.parent, f"{what} {p}", named=False)
     return p
-
-
-def _nearest_existing_folder(p: Path, label: str) -> Path:
-    base = p.absolute()
-    while not base.exists():
-        base = base.parent
-    if not base.is_dir():
-        raise OutputPathError(f"{label}: {base} is not a folder; give a path whose folders are folders")
-    return base
 
 
 def check_replaceable_dir(path: str | Path, what: str, marker: str) -> Path:
     """A folder a command builds elsewhere and then moves into place at `path`, replacing what is
     there: allowed when `path` is absent, an empty folder, or an earlier result (it holds
-    `marker`); anything else is the user's data and is refused. Its parent is checked as
-    `check_output_dir` does (nothing is made), as the new folder is built beside it."""
+    `marker`); anything else is the user's data and is refused. Its folder is checked as
+    `check_output_file` checks a file's (nothing is made), as the new folder is built beside it."""
     p = Path(path).expanduser()
     if p.exists():
         if not p.is_dir():
@@ -78,15 +62,26 @@ def check_replaceable_dir(path: str | Path, what: str, marker: str) -> Path:
         if any(p.iterdir()) and not (p / marker).is_file():
             raise OutputPathError(f"{what} {p}: is a folder with other files in it (no {marker}), "
                                   "and writing here would replace it; give a new or empty folder")
-    check_output_dir(p.parent, f"{what} {p}: its folder")
+    _check_writable(p.parent, f"{what} {p}", named=False)
     return p
 
 
-def _probe(folder: Path, what: str) -> None:
+def _check_writable(folder: Path, label: str, named: bool) -> None:
+    """The nearest existing one of `folder` and its ancestors is a folder a file can be written
+    in (probed: a file made and removed). `named`: `folder` is the path `label` names, not the
+    folder of a file it names."""
+    base = folder.absolute()
+    while not base.exists():
+        base = base.parent
+    itself = named and base == folder.absolute()
+    if not base.is_dir():
+        where = "exists and" if itself else f"its folder {base}"
+        raise OutputPathError(f"{label}: {where} is not a folder; give a folder path")
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+        fd, tmp = tempfile.mkstemp(dir=base, prefix=".write-check-")
     except OSError as e:
-        raise OutputPathError(f"{what} {folder}: cannot write in it ({_reason(e)}); "
+        where = "" if itself else f"its folder {base}: "
+        raise OutputPathError(f"{label}: {where}cannot write in it ({_reason(e)}); "
                               "give a path you can write") from None
     os.close(fd)
     os.unlink(tmp)

@@ -173,12 +173,11 @@ def _jsonl_rows(path):
         raise InputError(f"{path}: file not found")
     if os.path.isdir(path):
         raise InputError(f"{path}: is a folder; give a JSONL file")
-    with open(path, "rb") as f:
-        gzipped = f.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gzipped else open
     lineno = 0
     try:
-        with opener(path, "rb") as f:   # bytes, decoded per line: an error names its line
+        with open(path, "rb") as f:   # bytes, decoded per line: an error names its line
+            if f.peek(2)[:2] == b"\x1f\x8b":
+                f = gzip.GzipFile(fileobj=f)
             for lineno, raw in enumerate(f, 1):
                 try:
                     line = raw.decode("utf-8")

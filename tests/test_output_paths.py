@@ -29,7 +29,7 @@ def test_ensure_output_dir_makes_nested_folders_and_leaves_nothing_in_them(tmp_p
 
 
 @pytest.mark.parametrize("name, message", [("file", "exists and is not a folder"),
-                                           ("beneath", "cannot create the folder")])
+                                           ("beneath", "its folder .*notes.txt is not a folder")])
 def test_ensure_output_dir_refuses(a_file, name, message):
     path = a_file if name == "file" else a_file / "sub"
     with pytest.raises(OutputPathError, match=message) as e:
@@ -55,7 +55,7 @@ def test_check_output_file_checks_without_making_anything(tmp_path, a_file):
     with pytest.raises(OutputPathError, match="is a folder; give a file path"):
         check_output_file(tmp_path, "--out")
     for beneath in (a_file / "v.jsonl", a_file / "sub" / "v.jsonl"):
-        with pytest.raises(OutputPathError, match="notes.txt is not a folder"):
+        with pytest.raises(OutputPathError, match=f"^--out {beneath}: its folder {a_file} is not a folder"):
             check_output_file(beneath, "--out")
 
 
@@ -127,7 +127,7 @@ def test_evaluate_verify_convert_and_compare_refuse_before_working(tmp_path, a_f
     samples.write_text(json.dumps({"problem_id": "HumanEval/0", "sample_id": 0, "code": "x"}) + "\n")
     assert main(["evaluate", "--benchmark", "humanevalplus", "--samples", str(samples),
                  "--out", str(a_file / "eval")]) == 2
-    _one_line_error(capsys, "evaluate", "--out", "cannot create the folder")
+    _one_line_error(capsys, "evaluate", "--out", "notes.txt is not a folder")
     assert main(["verify", "--problems", "examples/problems.jsonl", "--samples",
                  "examples/samples.jsonl", "--out", str(tmp_path)]) == 2
     _one_line_error(capsys, "verify", "is a folder; give a file path")

@@ -111,8 +111,19 @@ def cached_model_dir(config: BootstrapConfig) -> Path:
     return cache_root() / "toy_models" / config.key()
 
 
+MARKER = "bootstrap.json"   # written last: a folder holding it is a finished model
+
+
 def is_complete(path: Path) -> bool:
-    return (Path(path) / "bootstrap.json").is_file()
+    return (Path(path) / MARKER).is_file()
+
+
+def check_target(target: str | Path, *, force: bool, what: str = "--out") -> None:
+    """Before half an hour of training: the folder can be written, and what is there now is an
+    earlier model (replaced at the end), not a folder of the user's named by mistake. Nothing to
+    check when the finished model there is returned as it is."""
+    if force or not is_complete(target):
+        check_replaceable_dir(target, what, MARKER)
 
 
 def _corpus_hash(texts: list[str]) -> str:
@@ -134,9 +145,7 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
     if is_complete(target) and not force:
         say(f"toy model: cached at {target}")
         return target
-    # Before half an hour of training: the folder can be written, and what is there now is an
-    # earlier model (replaced at the end), not a folder of the user's that --out named by mistake.
-    check_replaceable_dir(target, "--out" if out_dir else "the model cache folder", "bootstrap.json")
+    check_target(target, force=force, what="--out" if out_dir else "the model cache folder")
 
     import torch
 
@@ -206,7 +215,7 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / "bootstrap.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (tmp / MARKER).write_text(json.dumps(meta, indent=2) + "\n")
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
