@@ -12,6 +12,10 @@ Per decoding: proposals parsed, valid (the executor's gate), faithful (the quest
 the program), true one-step lemmas, goalposts with at least one; how many steps the parsed
 questions drop; and what the one-step drops that are not true lemmas did instead.
 
+Then whether any decoding could find them: the teacher's log-probability of each source's most
+likely true one-step lemma (its Task and Solution sections) against that of its own free
+proposals, on the goalposts and on as many other pool tasks of the goalposts' depth.
+
     python benchmarks/constrained_lemmas.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240]
         [--proposals 8] [--temperature 0.4] [--modes free,copy,subsequence]
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -159,6 +164,47 @@ def grade(executor, sources: list, texts: list[str]) -> dict:
             "one_step_not_true": dict(kinds)}
 
 
+def sections_logprob(model, tok, prompt: str, question: str, code: str) -> float:
+    """log p(Task and Solution sections | teacher prompt), summed over their tokens."""
+    import torch
+
+    from selfplay_core.roles.teacher import INPUTS_HEADER, teacher_completion
+
+    p = tok(prompt, add_special_tokens=False)["input_ids"]
+    c = tok(teacher_completion(question, code, []).split(INPUTS_HEADER)[0], add_special_tokens=False)["input_ids"]
+    x = torch.tensor([p + c])
+    with torch.inference_mode():
+        logp = torch.log_softmax(model(x).logits[0, :-1].float(), -1)
+    return logp[len(p) - 1:].gather(-1, x[0, len(p):, None])[:, 0].sum().item()
+
+
+def likelihood_row(model, tok, name: str, tasks: list, samples: int, temperature: float,
+                   max_new_tokens: int, seed: int) -> str:
+    """Per source: its most likely true one-step lemma against its own free proposals (those
+    that parse), in log-probability of the Task and Solution sections."""
+    import statistics
+
+    from selfplay_core.roles.common import Rejection
+    from selfplay_core.roles.teacher import parse_teacher, teacher_prompt
+    from selfplay_core.toyworld.oracle import easier_variants
+
+    prompts = [teacher_prompt(t.description(), t.program(), "f", "easier") for t in tasks]
+    outs = constrained_sample(model, tok, [p for p in prompts for _ in range(samples)], lambda r, g: None,
+                              temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+    rows = []
+    for k, (task, prompt) in enumerate(zip(tasks, prompts)):
+        trues = [sections_logprob(model, tok, prompt, v.description(), v.program()) for _, v in easier_variants(task)]
+        own = [parse_teacher(tok.decode(o, skip_special_tokens=True)) for o in outs[k * samples:(k + 1) * samples]]
+        own = [sections_logprob(model, tok, prompt, p.question, p.code) for p in own if not isinstance(p, Rejection)]
+        if trues and own:
+            rows.append((max(trues), statistics.median(own), max(own)))
+    if not rows:
+        return f"| {name} | 0 | - | - | - | - | - |"
+    mean = lambda i: sum(r[i] for r in rows) / len(rows)
+    return (f"| {name} | {len(rows)} | {mean(0):.1f} | {mean(1):.1f} | {mean(2):.1f} "
+            f"| {sum(r[0] > r[1] for r in rows)}/{len(rows)} | {sum(r[0] > r[2] for r in rows)}/{len(rows)} |")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n    python")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -221,6 +267,21 @@ def main(argv=None) -> int:
                   f"| {g['goalposts_with_true']}/{len(ids)} | {g['drops']} | {g['one_step_not_true']} |",
                   flush=True)
             print(f"<!-- {mode}: {time.monotonic() - t0:.0f} s -->", file=sys.stderr)
+
+    # the goalposts against as many other pool tasks of their depth (a seeded draw)
+    depth = max(by_id[g].depth for g in ids)
+    others = sorted(i for i, t in by_id.items() if t.depth == depth and i not in set(ids))
+    random.Random(f"others:{args.seed}").shuffle(others)
+    n_samples = min(args.proposals, 8)
+    print(f"\nThe teacher's log-probability of its sources' true one-step lemmas (Task and Solution "
+          f"sections, the most likely per source) against its own {n_samples} free proposals per source:")
+    print("| sources | with both | true lemma | own proposals, median | own proposals, best "
+          "| true above the median | true above the best |")
+    print("|---|---|---|---|---|---|---|")
+    for name, group in ((f"its {len(ids)} goalposts", ids),
+                        (f"{len(others[:len(ids)])} other depth-{depth} pool tasks", others[:len(ids)])):
+        print(likelihood_row(model, tok, name, [by_id[g] for g in group], n_samples, args.temperature,
+                             args.max_new_tokens, args.seed), flush=True)
     return 0
 
 

@@ -1,6 +1,6 @@
 """benchmarks/constrained_lemmas.py: its two constraints hold on what it samples (checked here
 by an independent subsequence test and token-set test on the committed checkpoint), its table
-counts every proposal once, and a goalpost file of another world is one clear error."""
+counts every proposal once, its log-probabilities are the model's own loss, and a goalpost file of another world is one clear error."""
 
 import ast
 import importlib.util
@@ -87,6 +87,37 @@ def test_the_table_counts_every_proposal_once():
         assert true <= faithful <= valid <= parsed <= n and covered <= min(true, len(ids))
         drops, one_step_wrong = ast.literal_eval(m.group(6)), ast.literal_eval(m.group(7))
         assert sum(drops.values()) <= parsed and sum(one_step_wrong.values()) <= drops.get(1, 0)
+    # the likelihood table: one row per group of sources; a true lemma above the best of a
+    # source's own proposals is above their median too
+    for name in (rf"its {len(ids)} goalposts", rf"\d+ other depth-\d pool tasks"):
+        m = re.search(rf"^\| {name} \| (\d+) \| (-?[\d.]+) \| (-?[\d.]+) \| (-?[\d.]+) \| (\d+)/(\d+) \| (\d+)/(\d+) \|$",
+                      r.stdout, re.M)
+        assert m, r.stdout
+        both, true_lp, median_lp, best_lp = int(m.group(1)), *map(float, m.groups()[1:4])
+        above_median, above_best = int(m.group(5)), int(m.group(7))
+        assert int(m.group(6)) == int(m.group(8)) == both <= len(ids)
+        assert above_best <= above_median <= both and median_lp <= best_lp and true_lp < 0
+
+
+def test_sections_logprob_is_the_models_own_loss_on_those_tokens():
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfplay_core.roles.teacher import INPUTS_HEADER, teacher_completion, teacher_prompt
+
+    bench = _bench()
+    model_dir, (src,) = _shipped_sources(1)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    prompt = teacher_prompt(src.description(), src.program(), "f", "easier")
+    got = bench.sections_logprob(model, tok, prompt, src.description(), src.program())
+    # independently: transformers' shifted cross-entropy with the prompt's labels masked out
+    p = tok(prompt, add_special_tokens=False)["input_ids"]
+    c = tok(teacher_completion(src.description(), src.program(), []).split(INPUTS_HEADER)[0],
+            add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        loss = model(torch.tensor([p + c]), labels=torch.tensor([[-100] * len(p) + c])).loss.item()
+    assert abs(got - (-loss * len(c))) < 1e-3 * len(c)
 
 
 def test_goalposts_of_another_world_are_one_clear_error(tmp_path):
