@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import random
 import sys
 import time
@@ -139,16 +138,17 @@ def grade(executor, sources: list, texts: list[str]) -> dict:
     from selfplay_core.toyworld.role_quality import TeacherQuality, _grade
 
     parsed = [parse_teacher(t) for t in texts]
+    lemmas = {src.key: [v for _, v in easier_variants(src)] for src in sources}   # per goalpost
     q = TeacherQuality("lemma", prompts=len(texts))
     rows = _grade(q, executor, parsed, list(range(len(sources))),
-                  lambda k, task: task in [v for _, v in easier_variants(sources[k])])
+                  lambda k, task: task in lemmas[sources[k].key])
     drops, kinds = collections.Counter(), collections.Counter()
     for src, p in zip(sources, parsed):
         task = None if isinstance(p, Rejection) else parse_description(p.question)
         if task is None:
             continue
         drops[src.depth - task.depth] += 1
-        if src.depth - task.depth != 1 or task in [v for _, v in easier_variants(src)]:
+        if src.depth - task.depth != 1 or task in lemmas[src.key]:
             continue
         have = collections.Counter(name for name, _ in src.steps)
         used = collections.Counter(name for name, _ in task.steps)
@@ -211,6 +211,7 @@ def main(argv=None) -> int:
     ap.add_argument("model_dir")
     ap.add_argument("goalposts_json")
     ap.add_argument("--deep-pool", type=int, default=0, help="world.deep_pool of the study")
+    ap.add_argument("--world-seed", type=int, default=0, help="world.seed of the study")
     ap.add_argument("--proposals", type=int, default=8, help="lemma proposals per goalpost")
     ap.add_argument("--temperature", type=float, default=0.4, help="the loop's teacher temperature")
     ap.add_argument("--max-new-tokens", type=int, default=256)
@@ -224,27 +225,19 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from goalpost_roles import load_goalposts   # its sibling script: one reader of goalpost files
     from selfplay_core.roles.teacher import teacher_prompt
     from selfplay_core.sandbox import Executor, SandboxConfig
-    from selfplay_core.toyworld.splits import SplitSizes, build_world
 
     torch.set_num_threads(2)
     if args.proposals < 1 or args.temperature <= 0:
         ap.error("--proposals must be at least 1 and --temperature above 0")
+    if not (Path(args.model_dir) / "config.json").is_file():
+        ap.error(f"{args.model_dir}: not a checkpoint folder (no config.json)")
     try:
-        ids = json.loads(Path(args.goalposts_json).read_text())
-    except (OSError, ValueError) as e:
-        ap.error(f"{args.goalposts_json}: not a goalposts.json ({e})")
-    if isinstance(ids, dict):   # a mined set (selfplay-goalposts/1): its ids
-        ids = ids.get("ids")
-    if not isinstance(ids, list) or not ids or not all(isinstance(g, str) for g in ids):
-        ap.error(f"{args.goalposts_json}: expected a list of goalpost ids or a mined set with 'ids'")
-    pool = build_world(0, SplitSizes(deep_pool=args.deep_pool)).goalpost_pool
-    by_id = dict(zip((p.id for p in pool.problems), pool.tasks))
-    missing = [g for g in ids if g not in by_id]
-    if missing:
-        ap.error(f"{len(missing)} goalpost ids are not in this world's goalpost pool (e.g. {missing[0]}); "
-                 "is --deep-pool the study's?")
+        ids, by_id, _ = load_goalposts(Path(args.goalposts_json), args.deep_pool, args.world_seed)
+    except ValueError as e:
+        ap.error(str(e))
     sources = [by_id[g] for g in ids for _ in range(args.proposals)]
     model = AutoModelForCausalLM.from_pretrained(args.model_dir).eval()
     tok = AutoTokenizer.from_pretrained(args.model_dir)

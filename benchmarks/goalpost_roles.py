@@ -92,6 +92,29 @@ def student_rows(engine, executor, problems, tasks, n: int, temperature: float,
     return rows
 
 
+def load_goalposts(path: Path, deep_pool: int, world_seed: int = 0) -> tuple[list[str], dict, dict]:
+    """The goalpost ids of a study folder's goalposts.json (a list) or of a mined set (its
+    'ids'), with the toy world's goalpost pool as id -> Task and id -> Problem. A file that is
+    neither, or ids outside this world's pool, is a ValueError of one line."""
+    from selfplay_core.toyworld.splits import SplitSizes, build_world
+
+    try:
+        ids = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a goalposts.json ({e})") from None
+    if isinstance(ids, dict):   # a mined set (selfplay-goalposts/1): its ids
+        ids = ids.get("ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(g, str) for g in ids):
+        raise ValueError(f"{path}: expected a list of goalpost ids or a mined set with 'ids'")
+    pool = build_world(world_seed, SplitSizes(deep_pool=deep_pool)).goalpost_pool
+    tasks = dict(zip([p.id for p in pool.problems], pool.tasks))
+    unknown = [g for g in ids if g not in tasks]
+    if unknown:
+        raise ValueError(f"{path}: {len(unknown)} ids are not in this world's goalpost pool "
+                         f"(e.g. {unknown[0]}); check --deep-pool and --world-seed")
+    return ids, tasks, {p.id: p for p in pool.problems}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", type=Path, help="checkpoint folder (HF format)")
@@ -115,29 +138,16 @@ def main(argv=None) -> int:
     if not (args.model / "config.json").is_file():
         ap.error(f"{args.model}: not a checkpoint folder (no config.json)")
     try:
-        ids = json.loads(args.goalposts.read_text())
-    except (OSError, ValueError) as e:
-        ap.error(f"{args.goalposts}: not a goalposts.json ({e})")
-    if isinstance(ids, dict):   # a mined set (selfplay-goalposts/1): its ids
-        ids = ids.get("ids")
-    if not isinstance(ids, list) or not all(isinstance(g, str) for g in ids):
-        ap.error(f"{args.goalposts}: expected a list of goalpost ids or a mined set with 'ids'")
+        ids, tasks, problems = load_goalposts(args.goalposts, args.deep_pool, args.world_seed)
+    except ValueError as e:
+        ap.error(str(e))
 
     import torch
 
     from selfplay_core.engines.hf import HFEngine
     from selfplay_core.sandbox import Executor, SandboxConfig
-    from selfplay_core.toyworld.splits import SplitSizes, build_world
 
     torch.set_num_threads(1)
-    world = build_world(args.world_seed, SplitSizes(deep_pool=args.deep_pool))
-    pool = world.goalpost_pool
-    tasks = dict(zip([p.id for p in pool.problems], pool.tasks))
-    problems = {p.id: p for p in pool.problems}
-    unknown = [g for g in ids if g not in tasks]
-    if unknown:
-        ap.error(f"{args.goalposts}: {len(unknown)} ids are not in this world's goalpost pool "
-                 f"(e.g. {unknown[0]}); check --deep-pool and --world-seed")
     deepest = max(t.depth for t in tasks.values())
     chosen = set(ids)
     others = [t for i, t in tasks.items() if t.depth == deepest and i not in chosen]
