@@ -8,7 +8,7 @@ that selects among the teacher's own proposals has anything to select. And the t
 other task in GASP's executor-edited lemma round: describing a program it is given (one
 statement of the source's program deleted by the executor).
 
-    python benchmarks/goalpost_roles.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240]
+    python benchmarks/goalpost_roles.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240] [--deep-depth 5]
         [--proposals 3] [--others 111] [--others-proposals 1] [--samples 16]
 
 GOALPOSTS_JSON is a study folder's `goalposts.json` (a list of ids of the toy world's goalpost
@@ -92,7 +92,8 @@ def student_rows(engine, executor, problems, tasks, n: int, temperature: float,
     return rows
 
 
-def load_goalposts(path: Path, deep_pool: int, world_seed: int = 0) -> tuple[list[str], dict, dict]:
+def load_goalposts(path: Path, deep_pool: int, world_seed: int = 0,
+                   deep_depth: int = 5) -> tuple[list[str], dict, dict]:
     """The goalpost ids of a study folder's goalposts.json (a list) or of a mined set (its
     'ids'), with the toy world's goalpost pool as id -> Task and id -> Problem. A file that is
     neither, or ids outside this world's pool, is a ValueError of one line."""
@@ -106,12 +107,12 @@ def load_goalposts(path: Path, deep_pool: int, world_seed: int = 0) -> tuple[lis
         ids = ids.get("ids")
     if not isinstance(ids, list) or not ids or not all(isinstance(g, str) for g in ids):
         raise ValueError(f"{path}: expected a list of goalpost ids or a mined set with 'ids'")
-    pool = build_world(world_seed, SplitSizes(deep_pool=deep_pool)).goalpost_pool
+    pool = build_world(world_seed, SplitSizes(deep_pool=deep_pool, deep_depth=deep_depth)).goalpost_pool
     tasks = dict(zip([p.id for p in pool.problems], pool.tasks))
     unknown = [g for g in ids if g not in tasks]
     if unknown:
         raise ValueError(f"{path}: {len(unknown)} ids are not in this world's goalpost pool "
-                         f"(e.g. {unknown[0]}); check --deep-pool and --world-seed")
+                         f"(e.g. {unknown[0]}); check --deep-pool, --deep-depth and --world-seed")
     return ids, tasks, {p.id: p for p in pool.problems}
 
 
@@ -120,7 +121,10 @@ def main(argv=None) -> int:
     ap.add_argument("model", type=Path, help="checkpoint folder (HF format)")
     ap.add_argument("goalposts", type=Path, help="a study folder's goalposts.json")
     ap.add_argument("--deep-pool", type=int, default=0, help="the world's world.deep_pool (0: default world)")
+    ap.add_argument("--deep-depth", type=int, choices=(5, 6), default=5, help="the world's world.deep_depth")
     ap.add_argument("--world-seed", type=int, default=0)
+    ap.add_argument("--teacher-tokens", type=int, default=256,
+                    help="the teacher's generation budget (engine.max_new_tokens_teacher; 320 for depth 6)")
     ap.add_argument("--proposals", type=int, default=3, help="lemma proposals per goalpost")
     ap.add_argument("--others", type=int, default=111, help="other pool tasks of the deepest depth")
     ap.add_argument("--others-proposals", type=int, default=1, help="lemma proposals per other task")
@@ -138,7 +142,8 @@ def main(argv=None) -> int:
     if not (args.model / "config.json").is_file():
         ap.error(f"{args.model}: not a checkpoint folder (no config.json)")
     try:
-        ids, tasks, problems = load_goalposts(args.goalposts, args.deep_pool, args.world_seed)
+        ids, tasks, problems = load_goalposts(args.goalposts, args.deep_pool, args.world_seed,
+                                              args.deep_depth)
     except ValueError as e:
         ap.error(str(e))
 
@@ -161,9 +166,9 @@ def main(argv=None) -> int:
         groups = {f"its {len(ids)} goalposts x {args.proposals}": [tasks[g] for g in ids for _ in range(args.proposals)],
                   f"{len(others)} other depth-{deepest} pool tasks{like}" + (f" x {args.others_proposals}" if args.others_proposals > 1 else ""):
                       [t for t in others for _ in range(args.others_proposals)]}
-        print("\n".join(teacher_rows(engine, ex, groups, args.teacher_temperature, 256)))
+        print("\n".join(teacher_rows(engine, ex, groups, args.teacher_temperature, args.teacher_tokens)))
         print()
-        print("\n".join(describe_rows(engine, ex, groups, args.teacher_temperature, 256)))
+        print("\n".join(describe_rows(engine, ex, groups, args.teacher_temperature, args.teacher_tokens)))
         print()
         print("\n".join(student_rows(engine, ex, [problems[g] for g in ids], [tasks[g] for g in ids],
                                      args.samples, args.student_temperature, 256)))

@@ -32,12 +32,12 @@ DEFAULT_START = Path(__file__).resolve().parents[1] / "selfplay_core" / "toyworl
 
 
 def corpus_settings(teacher_share: float, guide_share: float, n_examples: int, deep: bool = False,
-                    depth5_sources: bool = False):
+                    depth5_sources: bool = False, depth6_sources: bool = False):
     from selfplay_core.toyworld.corpus import teacher_phase_settings
 
     try:
         return teacher_phase_settings(teacher_share, guide_share, n_examples, deep=deep,
-                                      depth5_sources=depth5_sources)
+                                      depth5_sources=depth5_sources, depth6_sources=depth6_sources)
     except ValueError as e:
         raise SystemExit(f"error: --teacher-share / --guide-share: {e}") from None
 
@@ -63,8 +63,9 @@ def measure(model, tokenizer, ex, world, args) -> dict:
              ("lemma d4->3", rng.sample(d4, min(n, len(d4))), "easier"),
              ("lift d2->3", rng.sample(d2, min(n, len(d2))), "harder")]
     if args.deep_pool:
-        d5 = [p for p in world.goalpost_pool.tasks if p.depth == 5]
-        kinds += [("lemma d5->4", rng.sample(d5, min(n, len(d5))), "easier"),
+        dd = args.deep_depth
+        deepest = [p for p in world.goalpost_pool.tasks if p.depth == dd]
+        kinds += [(f"lemma d{dd}->{dd - 1}", rng.sample(deepest, min(n, len(deepest))), "easier"),
                   ("lift d4->5", rng.sample(d4, min(n, len(d4))), "harder")]
     for kind, sources, direction in kinds:
         q, _ = teacher_quality(engine, ex, sources, direction, kind, args.teacher_temperature, seed=5,
@@ -72,7 +73,7 @@ def measure(model, tokenizer, ex, world, args) -> dict:
         row[kind] = q.shares()
     # GASP's executor-edited lemma on the pool's deepest goalposts: the question for a forced
     # statement deletion of the goalpost's program (method.lemma_program=statement_deletion).
-    depth = 5 if args.deep_pool else 4
+    depth = args.deep_depth if args.deep_pool else 4
     deep = [p for p in world.goalpost_pool.tasks if p.depth == depth]
     q = edit_description_quality(engine, ex, rng.sample(deep, min(n, len(deep))),
                                  args.teacher_temperature, seed=5, max_new_tokens=args.teacher_tokens)
@@ -137,6 +138,16 @@ def main(argv=None) -> int:
     ap.add_argument("--deep-pool", type=int, default=0,
                     help="N depth-5 pool candidates (world.deep_pool): kept out of the corpus, "
                          "depth-4 sources made harder too, lemma d5->4 and lift d4->5 measured")
+    ap.add_argument("--deep-depth", type=int, choices=(5, 6), default=5,
+                    help="depth of the deep pool's candidates (world.deep_depth; 6 with "
+                         "--depth6-sources --completion-only: a teacher that is not also the student)")
+    ap.add_argument("--depth6-sources", action="store_true",
+                    help="with --deep-depth 6: depth-5 and depth-6 tasks (outside the pool) as lemma "
+                         "sources too")
+    ap.add_argument("--completion-only", action="store_true",
+                    help="teacher examples train on their completion only: the source question and "
+                         "program in the prompt are context, not targets, so the phase does not train "
+                         "writing the source's program from its question (the student's task)")
     ap.add_argument("--depth5-sources", action="store_true",
                     help="with --deep-pool: depth-5 tasks (outside the pool) as lemma sources too")
     ap.add_argument("--solution-first", action="store_true",
@@ -154,11 +165,17 @@ def main(argv=None) -> int:
         raise SystemExit("error: --steps and --every must be >= 1")
     if args.deep_pool < 0:
         raise SystemExit("error: --deep-pool must be >= 0")
-    if args.depth5_sources and not args.deep_pool:
-        raise SystemExit("error: --depth5-sources needs --deep-pool N (N > 0): the depth-5 pool "
-                         "candidates must be kept out of the corpus and are what it measures")
+    if (args.depth5_sources or args.depth6_sources) and not args.deep_pool:
+        raise SystemExit("error: --depth5-sources / --depth6-sources need --deep-pool N (N > 0): the "
+                         "deep pool's candidates must be kept out of the corpus and are what it measures")
+    if args.depth6_sources and args.deep_depth != 6:
+        raise SystemExit("error: --depth6-sources needs --deep-depth 6: depth-6 sources are measured "
+                         "on the depth-6 pool, which must be kept out of the corpus")
+    if args.deep_depth != 5 and not args.deep_pool:
+        raise SystemExit("error: --deep-depth needs --deep-pool N (N > 0)")
     settings = corpus_settings(args.teacher_share, args.guide_share, args.steps * args.batch_size,
-                               deep=args.deep_pool > 0, depth5_sources=args.depth5_sources)
+                               deep=args.deep_pool > 0, depth5_sources=args.depth5_sources,
+                               depth6_sources=args.depth6_sources)
     if not 0 <= args.edit_share <= 1:
         raise SystemExit(f"error: --edit-share must be in [0, 1], got {args.edit_share}")
     if args.solution_first:
@@ -174,28 +191,32 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from selfplay_core.sandbox import Executor, SandboxConfig
-    from selfplay_core.toyworld.corpus import build_corpus
-    from selfplay_core.toyworld.pretrain import TrainSettings, pretrain
+    from selfplay_core.toyworld.corpus import build_corpus, completion_start
+    from selfplay_core.toyworld.pretrain import TrainSettings, pretrain, token_starts
     from selfplay_core.toyworld.splits import SplitSizes, build_world
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(start)
-    world = build_world(0, SplitSizes(deep_pool=args.deep_pool))
+    world = build_world(0, SplitSizes(deep_pool=args.deep_pool, deep_depth=args.deep_depth))
     t0 = time.time()
     texts = build_corpus(settings, args.seed, world.exclusion())
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    loss_from = (token_starts(tokenizer, texts, [completion_start(t) for t in texts])
+                 if args.completion_only else None)
     long = sum(len(i) > 384 for i in ids)
     program_first = sum(_program_first(t) for t in texts)
     edits = sum(_describes_an_edit(t) for t in texts)
     print(f"corpus: {len(texts)} examples, teacher share {args.teacher_share}, "
           f"{program_first} teacher pairs written program first, "
           f"{edits} of them a statement deletion of their source, "
+          f"{sum(x > 0 for x in loss_from) if loss_from else 0} teacher examples trained on their completion only, "
           f"{long} over 384 tokens (cut), {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    deep = " | lemma d5->4 | lift d4->5" if args.deep_pool else ""
-    edit = f" | describe edit d{5 if args.deep_pool else 4}"
+    dd = args.deep_depth
+    deep = f" | lemma d{dd}->{dd - 1} | lift d4->5" if args.deep_pool else ""
+    edit = f" | describe edit d{dd if args.deep_pool else 4}"
     print(f"| step | train loss (last 20) | lemma d3->2 faithful / true | lemma d4->3 | lift d2->3{deep}{edit} "
           "| held-out pass@1 / pass@8 |")
     print("|---|---|---|---|---|" + "---|" * (3 if args.deep_pool else 1) + "---|")
@@ -215,7 +236,8 @@ def main(argv=None) -> int:
                 (args.out / "results.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
 
         train = TrainSettings(epochs=1.0, batch_size=args.batch_size, lr=args.lr)
-        pretrain(model, ids, train, args.seed, tokenizer.pad_token_id, progress=progress)
+        pretrain(model, ids, train, args.seed, tokenizer.pad_token_id, progress=progress,
+                 loss_from=loss_from)
     model.save_pretrained(args.out / "model")
     tokenizer.save_pretrained(args.out / "model")
     meta = json.loads((Path(start) / "bootstrap.json").read_text())

@@ -132,6 +132,9 @@ class WorldConfig(_Frozen):
     # For a start checkpoint that solves nearly all of the depth-3/4 pool, e.g. one with the
     # bootstrap's teacher phase; its lifts of depth-4 lemmas need engine.max_new_tokens_teacher 256.
     deep_pool: int = Field(0, ge=0)
+    # Their depth: 6 for a checkpoint whose teacher phase wrote lemmas of depth-6 sources (README,
+    # "A teacher that is not also the student"); depth-6 programs need max_new_tokens_student 128.
+    deep_depth: Literal[5, 6] = 5
 
     @model_validator(mode="before")
     @classmethod
@@ -155,6 +158,9 @@ class WorldConfig(_Frozen):
         if self.name == "toy" and (self.data or self.lcb_release):
             raise ValueError("world.data / world.lcb_release are for world 'lcb'; the toy world "
                              "is generated")
+        if self.deep_depth != 5 and not self.deep_pool:
+            raise ValueError("world.deep_depth sets the depth of the deep pool's candidates; "
+                             "it needs world.deep_pool > 0")
         if self.deep_pool and self.name != "toy":
             raise ValueError("world.deep_pool adds depth-5 tasks to the toy world's goalpost pool; "
                              f"world {self.name!r} mines its goalposts from its data (set it to 0)")

@@ -49,6 +49,22 @@ def test_deep_pool_checks_measure_the_depth_5_lemma_and_the_depth_4_lift(tmp_pat
     assert all(l.count("|") == header.count("|") for l in table)
 
 
+def test_a_depth_6_teacher_phase_trains_completions_only_and_measures_the_d6_lemma(tmp_path):
+    r = _run("--out", tmp_path, "--steps", 4, "--every", 4, "--prompts", 2, "--heldout", 1,
+             "--batch-size", 4, "--deep-pool", 12, "--deep-depth", 6, "--depth6-sources",
+             "--completion-only", "--teacher-tokens", 320)
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = next(l for l in r.stderr.splitlines() if l.startswith("corpus: 16 examples"))
+    masked = int(line.split(" teacher examples trained on their completion only")[0].rsplit(", ", 1)[1])
+    assert masked > 0, line   # 16 examples at teacher share 0.6
+    rows = json.loads((tmp_path / "results.json").read_text())
+    assert all(row["lemma d6->5"]["prompts"] == 2 and row["describe edit d6"]["prompts"] == 2 for row in rows)
+    header = next(l for l in r.stdout.splitlines() if l.startswith("| step"))
+    assert "lemma d6->5 | lift d4->5" in header
+    meta = json.loads((tmp_path / "model" / "bootstrap.json").read_text())
+    assert meta["continued"]["completion_only"] is True and meta["continued"]["deep_depth"] == 6
+
+
 @pytest.mark.parametrize("flag, program_first", [((), False), (("--solution-first",), True)])
 def test_solution_first_writes_the_teacher_pairs_program_first(tmp_path, flag, program_first):
     r = _run("--out", tmp_path, "--steps", 8, "--every", 8, "--prompts", 1, "--heldout", 1,
@@ -83,7 +99,10 @@ def test_edit_share_writes_edit_descriptions_and_measures_them(tmp_path):
     (("--teacher-share", "0.95", "--guide-share", "0.1"), "must leave a share >= 0"),
     (("--steps", "0"), "must be >= 1"),
     (("--deep-pool", "-1"), "--deep-pool must be >= 0"),
-    (("--depth5-sources",), "--depth5-sources needs --deep-pool N"),
+    (("--depth5-sources",), "--depth5-sources / --depth6-sources need --deep-pool N"),
+    (("--deep-pool", "4", "--depth6-sources"), "--depth6-sources needs --deep-depth 6"),
+    (("--deep-depth", "6"), "--deep-depth needs --deep-pool N"),
+    (("--deep-pool", "4", "--deep-depth", "7"), "invalid choice"),
 ])
 def test_bad_input_is_one_clear_error(tmp_path, args, words):
     r = _run("--out", tmp_path / "o", *args)

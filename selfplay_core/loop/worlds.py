@@ -115,7 +115,8 @@ class ToyWorld(World):
     name = "toy"
 
     def __init__(self, cfg):
-        self.toy = build_toy_world(cfg.world.seed, SplitSizes(deep_pool=cfg.world.deep_pool))
+        self.toy = build_toy_world(cfg.world.seed, SplitSizes(deep_pool=cfg.world.deep_pool,
+                                                                   deep_depth=cfg.world.deep_depth))
         self.fidelity_fn = proposal_fidelity
         self.guide_oracle_fn = oracle_judgment
         self.truth_fn = true_outputs
@@ -138,7 +139,7 @@ class ToyWorld(World):
 
     def goalpost_cache_tag(self, cfg) -> str:
         # No dash inside the tag: goalpost-set keys are split on dashes (_key_parts).
-        deep = f"d5x{cfg.world.deep_pool}" if cfg.world.deep_pool else ""
+        deep = f"d{cfg.world.deep_depth}x{cfg.world.deep_pool}" if cfg.world.deep_pool else ""
         return f"w{cfg.world.seed}{deep}"
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from selfplay_core.roles.guide import guide_completion, guide_prompt
 from selfplay_core.roles.student import student_completion, student_prompt
-from selfplay_core.roles.teacher import teacher_completion, teacher_prompt
+from selfplay_core.roles.teacher import VARIANT_HEADER, teacher_completion, teacher_prompt
 from selfplay_core.toyworld.primitives import PRIMITIVES
 from selfplay_core.toyworld.tasks import SIGNATURE, Task, TaskError, sample_step, sample_task
 from selfplay_core.toyworld.variants import variant
@@ -307,24 +307,43 @@ DEEP_TEACHER_SOURCES = ((1, 0.15), (2, 0.3), (3, 0.3), (4, 0.25))
 # only ever the target of a lift, and the teacher wrote true d5->4 lemmas for 5 % of held-out
 # depth-5 sources. Depth-5 tasks of the pool stay out (the world's exclusion).
 DEPTH5_TEACHER_SOURCES = ((1, 0.1), (2, 0.2), (3, 0.2), (4, 0.25), (5, 0.25))
+# ... and depth-6 sources (made easier only) for a depth-6 pool (`world.deep_depth` 6): lemmas of
+# depth-6 tasks are depth-5 programs, so with `completion_start` (the prompt is not a target) the
+# phase never trains on writing a depth-6 program, only on copying one with a step dropped.
+DEPTH6_TEACHER_SOURCES = ((1, 0.1), (2, 0.15), (3, 0.15), (4, 0.2), (5, 0.2), (6, 0.2))
+
+
+def completion_start(text: str) -> int:
+    """Where a teacher example's completion starts (after its `### Variant:` line), as a
+    character offset; 0 for student and Guide examples. Training only from there teaches the
+    teacher to write a variant of a given program without training anyone to write the given
+    program from its question — the source is context, as in a prompt-masked SFT."""
+    k = text.find(VARIANT_HEADER)
+    if k < 0:
+        return 0
+    end = text.find("\n", k)
+    return len(text) if end < 0 else end + 1
 
 
 def teacher_phase_settings(teacher_share: float, guide_share: float, n_examples: int,
-                           deep: bool = False, depth5_sources: bool = False) -> CorpusSettings:
+                           deep: bool = False, depth5_sources: bool = False,
+                           depth6_sources: bool = False) -> CorpusSettings:
     """The corpus of the bootstrap's teacher phase: `teacher_share` of variant pairs, the Guide's
     share, and the rest student examples in the main corpus's proportions of depths (so the
     student and the Guide are not forgotten while the teacher learns to copy with an edit).
     `deep`: depth-4 sources made harder too (DEEP_TEACHER_SOURCES); `depth5_sources` (with
-    `deep`): depth-5 sources made easier as well (DEPTH5_TEACHER_SOURCES)."""
-    if depth5_sources and not deep:
-        raise ValueError("depth-5 teacher sources need the deep teacher phase (deep=True)")
+    `deep`): depth-5 sources made easier as well (DEPTH5_TEACHER_SOURCES); `depth6_sources`:
+    depth-5 and depth-6 sources made easier (DEPTH6_TEACHER_SOURCES)."""
+    if (depth5_sources or depth6_sources) and not deep:
+        raise ValueError("depth-5 or depth-6 teacher sources need the deep teacher phase (deep=True)")
     student = 1.0 - teacher_share - guide_share
     if student < 0 or teacher_share <= 0:
         raise ValueError(f"teacher_share {teacher_share} + guide_share {guide_share} must leave a "
                          "share >= 0 for student examples, and the teacher share must be > 0")
     base = CorpusSettings().student_depth_shares
     total = sum(w for _, w in base)
-    sources = DEPTH5_TEACHER_SOURCES if depth5_sources else DEEP_TEACHER_SOURCES
+    sources = (DEPTH6_TEACHER_SOURCES if depth6_sources else
+               DEPTH5_TEACHER_SOURCES if depth5_sources else DEEP_TEACHER_SOURCES)
     extra = {"teacher_source_depths": sources, "harder_max_depth": 4} if deep else {}
     return CorpusSettings(n_examples=n_examples, guide_share=guide_share,
                           student_depth_shares=tuple((d, w * student / total) for d, w in base),

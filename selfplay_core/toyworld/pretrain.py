@@ -2,7 +2,8 @@
 
 Examples are batched with others of similar length (sorted within shuffled chunks) so little
 compute goes to padding; the loss covers every real token, including the end-of-text token so
-the model learns to stop. Deterministic for a seed at a fixed thread count.
+the model learns to stop — or, with `loss_from`, each example's tokens from a given index on (a
+prompt that is context, not a target). Deterministic for a seed at a fixed thread count.
 """
 
 from __future__ import annotations
@@ -54,10 +55,25 @@ def lr_at(step: int, total: int, s: TrainSettings) -> float:
     return s.lr * (s.min_lr_ratio + (1 - s.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
 
+def token_starts(tokenizer, texts: list[str], char_starts: list[int]) -> list[int]:
+    """The index of each text's first token that starts at or after its character offset (the
+    tokenizer's own offsets, so a merge across the boundary is never half-trained)."""
+    enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    out = []
+    for offsets, c in zip(enc["offset_mapping"], char_starts):
+        out.append(0 if c <= 0 else next((j for j, (a, _) in enumerate(offsets) if a >= c), len(offsets)))
+    return out
+
+
 def pretrain(model, token_ids: list[list[int]], settings: TrainSettings, seed: int, pad_id: int,
-             progress: Callable[[int, int, float], None] | None = None) -> list[float]:
-    """Train in place; returns the loss per step. `progress(step, total, loss)` after each step."""
+             progress: Callable[[int, int, float], None] | None = None,
+             loss_from: list[int] | None = None) -> list[float]:
+    """Train in place; returns the loss per step. `progress(step, total, loss)` after each step.
+    `loss_from[i]`: the loss of example i counts from its token loss_from[i] on (0: all)."""
     import torch
+
+    if loss_from is not None and len(loss_from) != len(token_ids):
+        raise ValueError(f"loss_from has {len(loss_from)} entries for {len(token_ids)} examples")
 
     torch.set_num_threads(settings.threads)
     torch.manual_seed(seed)
@@ -84,6 +100,14 @@ def pretrain(model, token_ids: list[list[int]], settings: TrainSettings, seed: i
             x[r, : lengths[i]] = torch.tensor(ids[i])
             mask[r, : lengths[i]] = 1
         labels = x.masked_fill(mask == 0, -100)
+        if loss_from is not None:
+            for r, i in enumerate(batch):
+                labels[r, : loss_from[i]] = -100
+            if not (labels != -100).any():   # every example's targets cut away: nothing to learn
+                losses.append(float("nan"))
+                if progress:
+                    progress(step + 1, total, losses[-1])
+                continue
         for g in opt.param_groups:
             g["lr"] = lr_at(step, total, settings)
         loss = model(input_ids=x, attention_mask=mask, labels=labels).loss

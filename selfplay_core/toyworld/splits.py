@@ -13,7 +13,9 @@ Deep pool (opt-in, `world.deep_pool` = N): N depth-5 candidates appended to the 
 drawn after every v2 split from a stream of their own, so train, eval and the v2 pool stay
 exactly what they were (same tasks, ids and hashes) and only the pool's version and hash say
 `+d5xN`. Why: a checkpoint strong enough to be a faithful teacher (the bootstrap's teacher
-phase) solves nearly every depth-3/4 candidate, leaving a handful of goalposts.
+phase) solves nearly every depth-3/4 candidate, leaving a handful of goalposts. `deep_depth` = 6
+draws them at depth 6 instead (`+d6xN`, a stream of its own): the pool for a teacher phase that
+writes lemmas of depth-6 sources and never trains on a depth-6 program (`completion_only`).
 
 Everything is a function of (seed, sizes). Eval and pool tasks never appear in train or in the
 pretraining corpus (`exclusion()`); each split carries a version string and a content hash over
@@ -40,6 +42,11 @@ class SplitSizes:
     goalpost_pool: tuple = ((3, 480), (4, 60))
     n_tests: int = 8
     deep_pool: int = 0          # depth-5 pool candidates drawn after the v2 splits (0: v2 as is)
+    deep_depth: int = 5         # their depth (6: a pool one step past what the teacher phase writes)
+
+    def __post_init__(self):
+        if self.deep_depth not in (5, 6):
+            raise ValueError(f"deep_depth must be 5 or 6, got {self.deep_depth}")
 
 
 @dataclass
@@ -119,8 +126,11 @@ def build_world(seed: int = 0, sizes: SplitSizes | None = None) -> ToyWorld:
     pool = draw("goalpost_pool", sizes.goalpost_pool, held, held)
     train = draw("train", sizes.train, held, None)
     if sizes.deep_pool:
-        version = f"{VERSION}+d5x{sizes.deep_pool}-s{seed}"
-        deep = draw("goalpost_pool", ((5, sizes.deep_pool),), held, held,
-                    rng=random.Random(f"toyworld-deep-pool:{seed}"), version=version)
+        d = sizes.deep_depth
+        version = f"{VERSION}+d{d}x{sizes.deep_pool}-s{seed}"
+        # Depth 5 keeps its original stream name, so its pools stay exactly what they were.
+        stream = f"toyworld-deep-pool:{seed}" if d == 5 else f"toyworld-deep-pool-d{d}:{seed}"
+        deep = draw("goalpost_pool", ((d, sizes.deep_pool),), held, held,
+                    rng=random.Random(stream), version=version)
         pool = Split("goalpost_pool", version, pool.tasks + deep.tasks, pool.problems + deep.problems)
     return ToyWorld(seed, train, eval_split, pool, sizes)

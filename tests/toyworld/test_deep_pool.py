@@ -92,3 +92,49 @@ def test_deep_pool_outside_the_toy_world_is_refused():
         WorldConfig(name="lcb", deep_pool=10)
     with pytest.raises(ValueError):
         WorldConfig(deep_pool=-1)
+
+
+def test_a_depth_6_pool_has_its_own_stream_version_and_ids(deep):
+    d6 = build_world(0, SplitSizes(deep_pool=40, deep_depth=6))
+    n = len(d6.goalpost_pool) - 40
+    tail = d6.goalpost_pool.problems[n:]
+    assert {p.metadata["depth"] for p in tail} == {6}
+    assert [p.id for p in tail] == [f"toy/goalpost_pool/d6/{i:04d}" for i in range(40)]
+    assert d6.goalpost_pool.version == "toyworld-v2+d6x40-s0"
+    # the v2 part and the other splits are the depth-5 world's; the depth-5 pool is untouched
+    assert [p.dumps() for p in d6.goalpost_pool.problems[:n]] == [p.dumps() for p in deep.goalpost_pool.problems[:n]]
+    assert d6.eval.content_hash == deep.eval.content_hash and d6.train.content_hash == deep.train.content_hash
+    assert all(d6.exclusion().blocks(t) for t in d6.goalpost_pool.tasks[n:])
+    with pytest.raises(ValueError, match="deep_depth must be 5 or 6"):
+        SplitSizes(deep_pool=4, deep_depth=7)
+
+
+def test_depth_6_sources_are_made_easier_and_the_depth_6_pool_stays_out():
+    from selfplay_core.toyworld.corpus import _draw_pair
+
+    world = build_world(0, SplitSizes(deep_pool=40, deep_depth=6))
+    pool = {t.key for t in world.goalpost_pool.tasks}
+    settings = teacher_phase_settings(0.6, 0.09, 100, deep=True, depth6_sources=True)
+    rng, seen = random.Random(6), set()
+    for _ in range(300):
+        src, dst, _, direction = _draw_pair(rng, settings, world.exclusion())
+        assert src.key not in pool and dst.key not in pool
+        seen.add((src.depth, direction, dst.depth))
+    assert ("easier", 5) in {(d, t) for s, d, t in seen if s == 6}
+    assert {d for s, d, _ in seen if s >= 5} == {"easier"}
+    # no pair writes a depth-6 program: harder pairs stop at 4 -> 5
+    assert max(t for _, _, t in seen) <= 6 and not any(t == 6 and s < 6 for s, _, t in seen)
+    with pytest.raises(ValueError, match="need the deep teacher phase"):
+        teacher_phase_settings(0.6, 0.09, 100, depth6_sources=True)
+
+
+def test_the_run_world_with_a_depth_6_pool():
+    plain = RunConfig()
+    cfg = plain.model_copy(update={"world": WorldConfig(deep_pool=24, deep_depth=6)})
+    w = ToyWorld(cfg)
+    assert w.goalpost_cache_tag(cfg) == "w0d6x24"
+    assert w.splits()["goalpost_pool"].version == "toyworld-v2+d6x24-s0"
+    with pytest.raises(ValueError, match="it needs world.deep_pool > 0"):
+        WorldConfig(deep_depth=6)
+    with pytest.raises(ValueError):
+        WorldConfig(deep_pool=4, deep_depth=7)
