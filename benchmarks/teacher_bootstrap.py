@@ -192,7 +192,7 @@ def main(argv=None) -> int:
 
     from selfplay_core.sandbox import Executor, SandboxConfig
     from selfplay_core.toyworld.corpus import build_corpus, completion_start
-    from selfplay_core.toyworld.pretrain import TrainSettings, pretrain, token_starts
+    from selfplay_core.toyworld.pretrain import TrainSettings, encode_with_starts, pretrain
     from selfplay_core.toyworld.splits import SplitSizes, build_world
 
     torch.set_num_threads(1)
@@ -201,9 +201,10 @@ def main(argv=None) -> int:
     world = build_world(0, SplitSizes(deep_pool=args.deep_pool, deep_depth=args.deep_depth))
     t0 = time.time()
     texts = build_corpus(settings, args.seed, world.exclusion())
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    loss_from = (token_starts(tokenizer, texts, [completion_start(t) for t in texts])
-                 if args.completion_only else None)
+    if args.completion_only:
+        ids, loss_from = encode_with_starts(tokenizer, texts, [completion_start(t) for t in texts])
+    else:
+        ids, loss_from = tokenizer(texts, add_special_tokens=False)["input_ids"], None
     long = sum(len(i) > 384 for i in ids)
     program_first = sum(_program_first(t) for t in texts)
     edits = sum(_describes_an_edit(t) for t in texts)

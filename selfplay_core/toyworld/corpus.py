@@ -307,9 +307,10 @@ DEEP_TEACHER_SOURCES = ((1, 0.15), (2, 0.3), (3, 0.3), (4, 0.25))
 # only ever the target of a lift, and the teacher wrote true d5->4 lemmas for 5 % of held-out
 # depth-5 sources. Depth-5 tasks of the pool stay out (the world's exclusion).
 DEPTH5_TEACHER_SOURCES = ((1, 0.1), (2, 0.2), (3, 0.2), (4, 0.25), (5, 0.25))
-# ... and depth-6 sources (made easier only) for a depth-6 pool (`world.deep_depth` 6): lemmas of
-# depth-6 tasks are depth-5 programs, so with `completion_start` (the prompt is not a target) the
-# phase never trains on writing a depth-6 program, only on copying one with a step dropped.
+# ... and depth-6 sources (made easier only) for a depth-6 pool (`world.deep_depth` 6): their
+# f-axis lemmas are depth-5 programs, so with `completion_start` (the prompt is not a target) no
+# pair writes a depth-6 program from a shallower source; only io-axis variants (~6 % of pairs)
+# copy a depth-6 program given in the prompt with its input or output representation changed.
 DEPTH6_TEACHER_SOURCES = ((1, 0.1), (2, 0.15), (3, 0.15), (4, 0.2), (5, 0.2), (6, 0.2))
 
 

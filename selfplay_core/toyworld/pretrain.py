@@ -55,14 +55,14 @@ def lr_at(step: int, total: int, s: TrainSettings) -> float:
     return s.lr * (s.min_lr_ratio + (1 - s.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
 
-def token_starts(tokenizer, texts: list[str], char_starts: list[int]) -> list[int]:
-    """The index of each text's first token that starts at or after its character offset (the
-    tokenizer's own offsets, so a merge across the boundary is never half-trained)."""
+def encode_with_starts(tokenizer, texts: list[str], char_starts: list[int]) -> tuple[list[list[int]], list[int]]:
+    """Token ids of each text, and the index of its first token that starts at or after its
+    character offset (the tokenizer's own offsets, so a merge across the boundary is never
+    half-trained): one tokenization for both."""
     enc = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
-    out = []
-    for offsets, c in zip(enc["offset_mapping"], char_starts):
-        out.append(0 if c <= 0 else next((j for j, (a, _) in enumerate(offsets) if a >= c), len(offsets)))
-    return out
+    starts = [0 if c <= 0 else next((j for j, (a, _) in enumerate(offsets) if a >= c), len(offsets))
+              for offsets, c in zip(enc["offset_mapping"], char_starts)]
+    return enc["input_ids"], starts
 
 
 def pretrain(model, token_ids: list[list[int]], settings: TrainSettings, seed: int, pad_id: int,

@@ -15,7 +15,8 @@ exactly what they were (same tasks, ids and hashes) and only the pool's version 
 `+d5xN`. Why: a checkpoint strong enough to be a faithful teacher (the bootstrap's teacher
 phase) solves nearly every depth-3/4 candidate, leaving a handful of goalposts. `deep_depth` = 6
 draws them at depth 6 instead (`+d6xN`, a stream of its own): the pool for a teacher phase that
-writes lemmas of depth-6 sources and never trains on a depth-6 program (`completion_only`).
+writes lemmas of depth-6 sources, trained on its completions only: it writes a depth-6 program
+only as an io-axis copy of one its prompt shows.
 
 Everything is a function of (seed, sizes). Eval and pool tasks never appear in train or in the
 pretraining corpus (`exclusion()`); each split carries a version string and a content hash over
@@ -42,7 +43,7 @@ class SplitSizes:
     goalpost_pool: tuple = ((3, 480), (4, 60))
     n_tests: int = 8
     deep_pool: int = 0          # depth-5 pool candidates drawn after the v2 splits (0: v2 as is)
-    deep_depth: int = 5         # their depth (6: a pool one step past what the teacher phase writes)
+    deep_depth: int = 5         # their depth (6: a pool for a teacher phase with depth-6 lemma sources)
 
     def __post_init__(self):
         if self.deep_depth not in (5, 6):

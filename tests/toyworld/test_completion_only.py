@@ -43,14 +43,15 @@ def test_a_teacher_example_trains_from_the_end_of_its_prompt_and_others_from_the
     assert completion_start(student_example(src, rng, 0.0)) == 0
 
 
-def test_token_starts_land_on_the_first_token_of_the_completion(tiny):
-    from selfplay_core.toyworld.pretrain import token_starts
+def test_encoded_starts_land_on_the_first_token_of_the_completion(tiny):
+    from selfplay_core.toyworld.pretrain import encode_with_starts
 
     _, tok = tiny
     src, dst, rng = _pair(5)
     texts = [teacher_example(src, dst, "io", "easier", rng, 0.0, 4), student_example(src, rng, 0.0)]
-    starts = token_starts(tok, texts, [completion_start(t) for t in texts])
+    encoded, starts = encode_with_starts(tok, texts, [completion_start(t) for t in texts])
     ids = tok(texts[0], add_special_tokens=False)["input_ids"]
+    assert encoded[0] == ids   # the same ids a plain tokenization gives
     assert starts[1] == 0 and 0 < starts[0] < len(ids)
     # the prompt ends in a newline, so the tokens before and from the start split the text there
     assert tok.decode(ids[starts[0]:]) == texts[0][completion_start(texts[0]):]
@@ -61,14 +62,14 @@ def test_token_starts_land_on_the_first_token_of_the_completion(tiny):
 def test_the_loss_trained_is_the_loss_on_the_targets_only(tiny, masked):
     import torch
 
-    from selfplay_core.toyworld.pretrain import TrainSettings, pretrain, token_starts
+    from selfplay_core.toyworld.pretrain import TrainSettings, encode_with_starts, pretrain
 
     model, tok = tiny
     model = copy.deepcopy(model)
     src, dst, rng = _pair(7)
     text = teacher_example(src, dst, "f", "easier", rng, 0.0, 4)
-    ids = tok(text, add_special_tokens=False)["input_ids"]
-    k = token_starts(tok, [text], [completion_start(text)])[0] if masked else 0
+    (ids,), (start,) = encode_with_starts(tok, [text], [completion_start(text)])
+    k = start if masked else 0
     # expected: mean next-token cross-entropy over positions k..n-1, from the logits directly
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0]

@@ -122,7 +122,7 @@ def test_depth_6_sources_are_made_easier_and_the_depth_6_pool_stays_out():
         seen.add((src.depth, direction, dst.depth))
     assert ("easier", 5) in {(d, t) for s, d, t in seen if s == 6}
     assert {d for s, d, _ in seen if s >= 5} == {"easier"}
-    # no pair writes a depth-6 program: harder pairs stop at 4 -> 5
+    # no pair writes a depth-6 program from a shallower source: harder pairs stop at 4 -> 5
     assert max(t for _, _, t in seen) <= 6 and not any(t == 6 and s < 6 for s, _, t in seen)
     with pytest.raises(ValueError, match="need the deep teacher phase"):
         teacher_phase_settings(0.6, 0.09, 100, depth6_sources=True)
