@@ -191,6 +191,7 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from selfplay_core.sandbox import Executor, SandboxConfig
+    from selfplay_core.toyworld.bootstrap import corpus_hash, library_versions
     from selfplay_core.toyworld.corpus import build_corpus, completion_start
     from selfplay_core.toyworld.pretrain import TrainSettings, encode_with_starts, pretrain
     from selfplay_core.toyworld.splits import SplitSizes, build_world
@@ -242,8 +243,14 @@ def main(argv=None) -> int:
     model.save_pretrained(args.out / "model")
     tokenizer.save_pretrained(args.out / "model")
     meta = json.loads((Path(start) / "bootstrap.json").read_text())
-    meta["continued"] = {**{k: v for k, v in vars(args).items() if k not in ("out", "start")},
-                         "from": str(start), "steps_done": rows[-1]["step"]}
+    # Each continuation is kept, not only the last (a checkpoint continued twice used to lose the
+    # first's record), with what a rebuild needs to tell why it differs: the corpus it trained
+    # on and the environment (a rebuild on a new machine and venv, same corpus, has differed).
+    entry = {**{k: v for k, v in vars(args).items() if k not in ("out", "start")},
+             "from": str(start), "steps_done": rows[-1]["step"], "corpus_sha256": corpus_hash(texts),
+             "versions": library_versions()}
+    lineage = meta.get("lineage") or ([meta["continued"]] if "continued" in meta else [])
+    meta["continued"], meta["lineage"] = entry, [*lineage, entry]
     (args.out / "model" / "bootstrap.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
     print(f"saved {args.out / 'model'} ({time.time() - t0:.0f} s in all)", file=sys.stderr)
     return 0

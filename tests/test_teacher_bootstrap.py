@@ -108,3 +108,27 @@ def test_bad_input_is_one_clear_error(tmp_path, args, words):
     r = _run("--out", tmp_path / "o", *args)
     assert r.returncode != 0 and words in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_checkpoint_continued_twice_keeps_both_continuations_with_corpus_and_versions(tmp_path):
+    import platform
+
+    import torch
+    import transformers
+
+    from selfplay_core.toyworld.bootstrap import ASSET_DIR
+
+    common = ("--steps", 2, "--every", 2, "--prompts", 1, "--heldout", 1, "--batch-size", 4)
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert _run("--out", first, "--seed", 3, *common).returncode == 0
+    r = _run("--start", first / "model", "--out", second, "--seed", 4, *common)
+    assert r.returncode == 0, r.stderr[-2000:]
+    meta = json.loads((second / "model" / "bootstrap.json").read_text())
+    assert [c["from"] for c in meta["lineage"]] == [str(Path(ASSET_DIR)), str(first / "model")]
+    assert [c["seed"] for c in meta["lineage"]] == [3, 4] and meta["continued"] == meta["lineage"][-1]
+    a, b = (c["corpus_sha256"] for c in meta["lineage"])
+    assert a != b and len(a) == len(b) == 16   # two corpus seeds, two corpora
+    assert meta["continued"]["versions"] == {
+        "python": platform.python_version(), "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cpu": f"{platform.machine()} {torch.backends.cpu.get_cpu_capability()}"}

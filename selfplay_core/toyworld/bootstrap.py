@@ -126,7 +126,21 @@ def check_target(target: str | Path, *, force: bool, what: str = "--out") -> Non
         check_replaceable_dir(target, what, MARKER)
 
 
-def _corpus_hash(texts: list[str]) -> str:
+def library_versions() -> dict[str, str]:
+    """What a toy model was trained with: the same corpus and seed on another machine and virtual
+    environment has given other weights, and this is what tells such rebuilds apart."""
+    import platform
+
+    import torch
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "cpu": f"{platform.machine()} {torch.backends.cpu.get_cpu_capability()}"}
+
+
+def corpus_hash(texts: list[str]) -> str:
+    """The sha256 (16 hex digits) that bootstrap.json records for a corpus."""
     return hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
 
 
@@ -192,7 +206,7 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
                                 tokenizer.pad_token_id, progress=progress or None)
         times["teacher_phase_s"] = time.time() - t3
         phase = {"examples": len(phase_texts), "tokens": sum(len(i) for i in phase_ids),
-                 "sha256": _corpus_hash(phase_texts), "steps": len(phase_losses),
+                 "sha256": corpus_hash(phase_texts), "steps": len(phase_losses),
                  "final_loss": _final_loss(phase_losses)}
     if bar is not None:
         bar.close()
@@ -202,11 +216,12 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
         "version": VERSION, "config": config.model_dump(), "config_key": config.key(),
         "parameters": n_parameters(model), "vocab_size": len(tokenizer),
         "corpus": {"examples": len(texts), "tokens": sum(len(i) for i in ids),
-                   "sha256": _corpus_hash(texts)},
+                   "sha256": corpus_hash(texts)},
         "splits": {n: {"version": s.version, "hash": s.content_hash, "size": len(s)}
                    for n, s in world.splits().items()},
         "final_loss": _final_loss(losses), "steps": len(losses),
         "times": {k: round(v, 1) for k, v in times.items()},
+        "versions": library_versions(),
     }
     if phase:
         meta["teacher_phase"] = phase

@@ -24,6 +24,7 @@ def test_saved_model_loads_with_auto_classes(micro_model_dir):
     meta = json.loads((micro_model_dir / "bootstrap.json").read_text())
     assert meta["parameters"] == sum(p.numel() for p in model.parameters())
     assert meta["splits"]["eval"]["hash"].startswith("sha256:")
+    assert meta["versions"]["torch"] == torch.__version__   # what tells two environments' builds apart
 
 
 def test_training_lowered_the_loss(micro_model_dir):
