@@ -3,7 +3,8 @@
 Creates the work pools they name when missing (the local process pool with Prefect's default
 template; the GPU pools from infra/work-pools/*.json), then runs `prefect --no-prompt deploy`
 in the repository root, where the build step records that directory as the flow runs' working
-directory (no git, no network).
+directory (no git, no network). Another build step, `run_configs`, reads the config files the
+deployments name, so each deployment's parameters are its config file as of `selfplay deploy`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,17 @@ def register(sub) -> None:
     p.add_argument("--skip-gpu-pools", action="store_true",
                    help="deploy only deployments whose pools are process pools")
     p.set_defaults(func=run)
+
+
+def run_configs(**files: str) -> dict[str, dict]:
+    """A `prefect deploy` build step: each named run config file, loaded and validated (its
+    `extends` resolved) as the flow's `config` parameter; prefect.yaml refers to one as
+    `{{ <step id>.<name> }}`. Paths are relative to the directory `prefect deploy` runs in (the
+    repository root). A file that does not load stops the deploy with its one-line error."""
+    from selfplay_core.config import load_config
+
+    return {name: load_config(path).model_dump(mode="json", exclude_unset=True)
+            for name, path in files.items()}
 
 
 def resolve_api_url(explicit: str | None) -> str:

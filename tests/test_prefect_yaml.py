@@ -1,9 +1,11 @@
 """prefect.yaml without a server: every deployment's entrypoint imports, its parameters validate
 against the flow's typed signature (the forms the UI renders), its pool is one `selfplay deploy`
-can create, and its inline config matches the config file it mirrors."""
+can create, and a self-play deployment's config is a reference to a config file, resolved by the
+build steps as `prefect deploy` resolves it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from pathlib import Path
@@ -14,6 +16,29 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 SPEC = yaml.safe_load((REPO / "prefect.yaml").read_text())
 DEPLOYMENTS = {d["name"]: d for d in SPEC["deployments"]}
+
+
+@pytest.fixture(scope="module")
+def build_outputs() -> dict:
+    """The outputs of prefect.yaml's build steps, run by Prefect's own step runner in the
+    repository root (what `prefect deploy` does before it fills in the deployments)."""
+    import os
+
+    from prefect.deployments.steps.core import run_steps
+
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        return asyncio.run(run_steps(SPEC["build"], print_function=lambda *a, **k: None))
+    finally:
+        os.chdir(cwd)
+
+
+def parameters(name: str, outputs: dict) -> dict:
+    """A deployment's parameters with the build steps' outputs filled in, by Prefect's templating."""
+    from prefect.utilities.templating import apply_values
+
+    return apply_values(DEPLOYMENTS[name].get("parameters") or {}, outputs)
 
 
 def load_flow(entrypoint: str, monkeypatch):
@@ -34,13 +59,13 @@ def test_the_project_deployments_are_declared():
 
 
 @pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
-def test_entrypoint_imports_and_parameters_validate(name, monkeypatch):
+def test_entrypoint_imports_and_parameters_validate(name, build_outputs, monkeypatch):
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.utilities.callables import parameter_schema
 
     dep = DEPLOYMENTS[name]
     flow = load_flow(dep["entrypoint"], monkeypatch)
-    params = flow.validate_parameters(dep.get("parameters") or {})
+    params = flow.validate_parameters(parameters(name, build_outputs))
     schema = parameter_schema(flow).model_dump()
     (model_param,) = [k for k in ("config", "params") if k in params]
     model = params[model_param]
@@ -52,14 +77,37 @@ def test_entrypoint_imports_and_parameters_validate(name, monkeypatch):
         CronSchedule(cron=s["cron"], timezone=s["timezone"])
 
 
-def test_inline_configs_match_the_config_files(monkeypatch):
+def test_self_play_deployments_take_their_config_from_a_file(build_outputs):
+    """No config is copied into prefect.yaml: a self-play deployment's `config` is one
+    reference to a build step's output, which is the config file it names, as loaded."""
     from selfplay_core.config import RunConfig, load_config
 
-    cases = {"nightly": "configs/tiny-cpu.yaml", "nightly-gpu-docker": "configs/qwen2.5-coder-7b-gasp.yaml",
-             "nightly-gpu-k8s": "configs/qwen2.5-coder-7b-gasp.yaml"}
-    for name, path in cases.items():
-        inline = RunConfig.model_validate(DEPLOYMENTS[name]["parameters"]["config"])
-        assert inline == load_config(REPO / path), f"{name} drifted from {path}"
+    expected = {"nightly": "configs/tiny-cpu.yaml", "nightly-gpu-docker": "configs/qwen2.5-coder-7b-gasp.yaml",
+                "nightly-gpu-k8s": "configs/qwen2.5-coder-7b-gasp.yaml"}
+    selfplay = {name for name, d in DEPLOYMENTS.items() if d["entrypoint"].endswith(":selfplay")}
+    assert selfplay == set(expected)
+    steps = {s["id"]: s for step in SPEC["build"] for s in step.values()}
+    for name, path in expected.items():
+        ref = DEPLOYMENTS[name]["parameters"]["config"]
+        step_id, key = ref.removeprefix("{{ ").removesuffix(" }}").split(".")
+        assert steps[step_id][key] == path, name
+        got = RunConfig.model_validate(parameters(name, build_outputs)["config"])
+        assert got == load_config(REPO / path), f"{name}: not the config of {path}"
+
+
+def test_a_config_file_that_does_not_load_stops_the_deploy(tmp_path):
+    from prefect.deployments.steps.core import StepExecutionError, run_steps
+
+    from selfplay_core.config import ConfigError
+    from selfplay_cli.deploy import run_configs
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("iterations: 0\n")
+    with pytest.raises(ConfigError, match="iterations"):
+        run_configs(nightly=str(bad))
+    step = [{"selfplay_cli.deploy.run_configs": {"id": "configs", "nightly": str(bad)}}]
+    with pytest.raises(StepExecutionError):
+        asyncio.run(run_steps(step, print_function=lambda *a, **k: None))
 
 
 def test_bad_parameters_are_rejected_by_the_flow_signature(monkeypatch):
@@ -79,8 +127,8 @@ def test_pools_code_location_and_job_variables():
     from selfplay_cli.deploy import POOLS
 
     # Local deployments run from the directory `prefect deploy` ran in (no git, no network).
-    (build,) = SPEC["build"]
-    step = build["prefect.deployments.steps.run_shell_script"]
+    (step,) = [b["prefect.deployments.steps.run_shell_script"] for b in SPEC["build"]
+               if "prefect.deployments.steps.run_shell_script" in b]
     assert step["id"] == "repo" and step["script"] == "pwd"
     assert SPEC["pull"] == [{"prefect.deployments.steps.set_working_directory":
                              {"directory": "{{ repo.stdout }}"}}]
