@@ -3,6 +3,9 @@
 
 The parameter is the whole RunConfig (a pydantic model), so the Prefect UI renders it as a form.
 
+Timeouts: each stage's task fails after its `flow.timeouts` limit (a hung server or learner
+step), which fails the flow run.
+
 Retries: a failed flow run is retried (`flow.retries` of the config via `for_config`, 1 by
 default); the retry resumes the run from its last complete iteration, into the same MLflow
 run. It recognises its own run by the flow run id saved in the run state (`run_key`), so a
@@ -19,7 +22,7 @@ from prefect.runtime import deployment, flow_run
 
 from selfplay_core.config import RunConfig
 from selfplay_core.loop.driver import default_run_dir, run_selfplay, started_by
-from tasks.stages import as_task
+from tasks.stages import stage_caller
 
 # Callables told each completed iteration's step (the CLI's progress bar).
 iteration_listeners: list = []
@@ -43,8 +46,8 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
         logger.warning("retry %d of flow run %s: resuming %s from its last complete iteration",
                        flow_run.run_count - 1, flow_run.id, run_dir)
         resume = True
-    summary = run_selfplay(config, call=as_task, run_dir=run_dir, resume=resume, on_iteration=report,
-                           run_key=key)
+    summary = run_selfplay(config, call=stage_caller(config.flow.timeouts), run_dir=run_dir,
+                           resume=resume, on_iteration=report, run_key=key)
     return {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
             "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
 

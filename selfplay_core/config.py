@@ -328,11 +328,48 @@ class TrackingConfig(_Frozen):
         return v
 
 
+def _limit(default: float | None, what: str):
+    return Field(default, gt=0, description=f"{what}; null: no limit")
+
+
+class StageTimeouts(_Frozen):
+    """How long one stage of an iteration may run in the Prefect flow before its task fails
+    (Prefect's task timeout). A hung stage (a server that stops answering, a stuck learner
+    step) then fails the flow run, and the flow's retry resumes the run from its last complete
+    iteration. A stage is limited by the key of its name's first word: `propose_lemma` by
+    `propose_s`, `solve_real` by `solve_s`; stages without a key of their own by `other_s`. The
+    defaults (an hour; two for evaluation, which at the end covers the whole held-out split)
+    are far above what a stage of the toy world takes: they catch a hang, not a slow stage;
+    raise them for stages that take longer (a large model, a large evaluation). Runs without
+    Prefect (`--no-prefect`) have no limits."""
+
+    propose_s: float | None = _limit(3600, "the proposer's generation (propose_<kind>)")
+    validate_s: float | None = _limit(
+        3600, "parsing and running the proposals' programs in the sandbox (validate_<kind>)")
+    estimate_s: float | None = _limit(
+        3600, "the solver's attempts at each task and their verdicts (estimate_<kind>)")
+    solve_s: float | None = _limit(3600, "the student's attempts at real or replayed tasks (solve_<what>)")
+    update_s: float | None = _limit(3600, "advantages, the learner's steps and the weight sync (update)")
+    evaluate_s: float | None = _limit(
+        7200, "held-out pass@k (evaluate; evaluate_full: the whole split, at the end)")
+    goalposts_s: float | None = _limit(3600, "pass rates of the goalposts (goalposts)")
+    other_s: float | None = _limit(3600, "every other stage (score_<kind>, fill_student, ...)")
+
+    def key_of(self, stage: str) -> str:
+        """The key that limits the stage called `stage` (`estimate_lemma` -> `estimate_s`)."""
+        key = stage.replace("-", "_").split("_", 1)[0] + "_s"
+        return key if key in type(self).model_fields else "other_s"
+
+    def for_stage(self, stage: str) -> float | None:
+        return getattr(self, self.key_of(stage))
+
+
 class FlowConfig(_Frozen):
     """The Prefect flow. A retry resumes the run from its last complete iteration."""
 
     retries: int = Field(1, ge=0, le=10)
     retry_delay_s: float = Field(10.0, ge=0)
+    timeouts: StageTimeouts = StageTimeouts()
 
 
 class GPUPlanConfig(_Frozen):

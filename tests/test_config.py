@@ -192,3 +192,19 @@ def test_configs_written_before_the_method_section_still_load(tmp_path, caplog):
     # and the old spelling of an override still wins over the file's value
     assert load_config(ROOT_CONFIGS / "tiny-cpu.yaml",
                        ["teacher.goalposts_per_iteration=5"]).method.goalposts_per_iteration == 5
+
+
+def test_each_stage_is_limited_by_the_timeout_of_its_kind():
+    """flow.timeouts: a stage's first word picks its key; stages without one share other_s."""
+    cfg = load_config(None, ["flow.timeouts.update_s=20", "flow.timeouts.estimate_s=null"])
+    t = cfg.flow.timeouts
+    expected = {"propose_lemma": "propose_s", "validate_lift": "validate_s", "estimate_lemma": "estimate_s",
+                "solve_real": "solve_s", "solve_replay": "solve_s", "update": "update_s",
+                "evaluate": "evaluate_s", "evaluate_full": "evaluate_s", "evaluate-humanevalplus": "evaluate_s",
+                "goalposts": "goalposts_s", "score_lemma": "other_s", "fill_student": "other_s",
+                "compass_gain": "other_s", "rationalize": "other_s"}
+    assert {stage: t.key_of(stage) for stage in expected} == expected
+    assert t.for_stage("update") == 20 and t.for_stage("estimate_lift") is None
+    assert t.for_stage("propose_lemma") == 3600 and t.for_stage("evaluate_full") == 7200
+    with pytest.raises(ConfigError, match=r"flow\.timeouts\.update_s"):
+        load_config(None, ["flow.timeouts.update_s=0"])
