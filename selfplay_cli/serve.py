@@ -31,9 +31,11 @@ REPO = Path(__file__).resolve().parents[1]
 RGW_SCRIPT = REPO / "infra" / "s3" / "ceph_rgw.sh"
 RGW_BINARIES = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "monmaptool", "ceph")
 BUCKET = "selfplay"
+# Usage data off: Prefect's client (DO_NOT_TRACK) and server, MLflow.
+TELEMETRY_OFF = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                 "MLFLOW_ENABLE_TELEMETRY": "false"}
 # ENVIRONMENT.md: offline switches, and MLflow without its 7 job workers (~2.4 GB -> ~0.5 GB).
-QUIET_ENV = {"DO_NOT_TRACK": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-             "MLFLOW_ENABLE_TELEMETRY": "false", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+QUIET_ENV = {**TELEMETRY_OFF, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
              "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120", "HF_HUB_OFFLINE": "1"}
 
 
@@ -219,6 +221,10 @@ def bin_of(name: str) -> str:
 
 
 def run(args) -> int:
+    # This process imports Prefect as well (registering the deployments), and Prefect prints
+    # "Prefect collects anonymous usage data ..." on import in a terminal unless DO_NOT_TRACK is
+    # set: the stack's telemetry settings hold here too, not only in the processes it starts.
+    os.environ.update(TELEMETRY_OFF)
     root = Path(args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     store = Path(args.mlflow_store).resolve()

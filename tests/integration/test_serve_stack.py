@@ -226,3 +226,76 @@ def test_serve_default_store_is_the_one_selfplay_run_writes(tmp_path, monkeypatc
     store = Path(args.mlflow_store).resolve()
     assert uri == f"sqlite:///{store / 'mlflow.db'}"
     assert artifacts == (store / "artifacts").as_uri()
+
+
+def test_make_up_in_a_terminal_starts_with_usage_data_off(tmp_path):
+    """`make up` in a terminal, for a person whose Prefect has never run (fresh home) and who has
+    set nothing: Prefect prints its "collects anonymous usage data" notice on import in a terminal
+    unless told not to track, and this stack imports Prefect itself (to register the
+    deployments). The notice must not appear, and the Prefect server gets its analytics off."""
+    import pty
+    import threading
+
+    from prefect._internal.analytics.ci_detection import CI_ENV_VARS
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in CI_ENV_VARS and k not in ("DO_NOT_TRACK", "PREFECT_SERVER_ANALYTICS_ENABLED",
+                                                 "PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
+    env.update(HOME=str(home), PREFECT_HOME=str(home / ".prefect"), TERM="xterm",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    pp = _free_port()
+    args = (f"--dir {tmp_path}/state --mlflow-store {tmp_path}/mlruns --prefect-port {pp} "
+            f"--mlflow-port {_free_port()} --no-s3 --no-worker --stop-timeout 10")
+    main, tty = pty.openpty()
+    proc = subprocess.Popen(
+        [shutil.which("make"), "-C", str(REPO), "-o", f"{VENV}/.selfplay-installed", f"VENV={VENV}",
+         f"UP_PID={tmp_path}/serve.pid", f"UP_ARGS={args}", "up"],
+        env=env, stdin=tty, stdout=tty, stderr=tty, start_new_session=True, preexec_fn=_default_sigint)
+    os.close(tty)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(main, 4096)
+            except OSError:  # the terminal closed: every process on it has exited
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    text = lambda: b"".join(chunks).decode(errors="replace")  # noqa: E731
+    children: set[int] = set()
+    try:
+        deadline = time.monotonic() + 300
+        while "Ctrl-C stops everything" not in text():
+            assert proc.poll() is None and time.monotonic() < deadline, text()
+            time.sleep(1)
+        children = _descendants(proc.pid) - {proc.pid}
+        servers = [p for p in _alive(children)
+                   if b"server\x00start" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert servers, text()
+        server_env = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{servers[0]}/environ").read_bytes().split(b"\0")
+                          if b"=" in kv)
+        assert server_env[b"PREFECT_SERVER_ANALYTICS_ENABLED"] == b"false"
+        assert server_env[b"DO_NOT_TRACK"] == b"true"
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=90)
+        reader.join(timeout=10)
+        out = text()
+        assert f"http://127.0.0.1:{pp}/deployments" in out, out  # registered from this process
+        assert "anonymous usage data" not in out, out
+        assert "stopped." in out, out
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for p in children:
+            try:
+                os.killpg(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        os.close(main)
