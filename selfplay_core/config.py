@@ -105,8 +105,8 @@ class WorldConfig(_Frozen):
     name: Literal["toy", "lcb"] = "toy"
     seed: int = 0
     # lcb: a LiveCodeBench JSONL file or a folder of official testN.jsonl files (default: the
-    # public-tests file under $SELFPLAY_DATA or ../shared/data); with `lcb_release` and no
-    # `data`, that release from the Hugging Face hub (private tests included).
+    # public-tests file of a local mirror, $SELFPLAY_DATA/livecodebench); with `lcb_release`
+    # and no `data`, that release from the Hugging Face hub (private tests included).
     data: str | None = None
     lcb_release: str | None = None
     eval_sets: tuple[str, ...] = ("lcb",)    # lcb, humanevalplus (humaneval+), mbppplus (mbpp+)

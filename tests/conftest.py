@@ -10,6 +10,12 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+# Benchmark data: $SELFPLAY_DATA names a local mirror of the pinned releases (`selfplay data
+# fetch` fills one from the public releases). Offline machines such as CI here keep one beside
+# the checkout; use it when nothing else is named.
+_MIRROR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+if os.path.isdir(_MIRROR):
+    os.environ.setdefault("SELFPLAY_DATA", os.path.realpath(_MIRROR))
 
 import pytest  # noqa: E402
 

@@ -311,7 +311,8 @@ def mbpp_prompt(text: str, first_test: str) -> str:
 def load_mbpp(path: str | Path | None = None, *, executor=None) -> BenchmarkSet:
     path = Path(path) if path else data_root() / "mbpp" / "sanitized-mbpp.json"
     if not path.exists():
-        raise InputError(f"{path}: file not found (set $SELFPLAY_DATA or pass --data)")
+        raise InputError(f"{path}: file not found (`selfplay data fetch` downloads the pinned "
+                         "releases; or set $SELFPLAY_DATA to a local mirror, or pass --data)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
