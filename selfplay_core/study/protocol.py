@@ -207,7 +207,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         config="tiny-cpu.yaml",
         overrides=("teacher.model=runs/de-edit/model", "teacher.train=false"), kind="ablation",
         note="GASP's rounds, bands, gates and student update; every proposal is written by the "
-             "frozen checkpoint runs/de-edit/model (benchmarks/teacher_bootstrap.py, README) and "
+             "frozen checkpoint runs/de-edit/model (lab/teacher_bootstrap.py, README) and "
              "the learner trains the student only: can the loop turn a teacher that writes true "
              "lemmas into goalpost hits, as the oracle curriculum does?",
         diagnostics=PROPOSAL_DIAGNOSTICS),
