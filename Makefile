@@ -14,7 +14,7 @@ SYSTEM_PACKAGES := PYTHON="$(PYTHON)" VENV="$(VENV)" $(SHELL) infra/system-packa
 UP_ARGS    ?=
 UP_PID     ?= runs/serve/serve.pid
 
-.PHONY: venv run test test-all test-fast bench up deploy clean system-packages-run system-packages-test vllm-venv
+.PHONY: venv run test test-all test-fast test-lab bench up deploy clean system-packages-run system-packages-test vllm-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON) ..."; $(PYTHON) -m venv $(VENV); }
@@ -56,6 +56,11 @@ test-all: system-packages-test $(STAMP) vllm-venv
 
 test-fast: system-packages-test $(STAMP)
 	$(PY) -m pytest -m "not slow"
+
+# The lab's tests (lab/tests: the study scripts, end to end on the committed toy checkpoint);
+# never part of `make test`.
+test-lab: system-packages-test $(STAMP)
+	$(PY) -m pytest lab/tests
 
 # A local Prefect server + worker, MLflow (the store `make run` writes, runs/mlruns) and S3 (Ceph
 # RGW when installed) to click through; registers the deployments of prefect.yaml.

@@ -1,9 +1,9 @@
-"""benchmarks/gpu_check.py, the prepared check for a lent accelerator, on CPU.
+"""tools/gpu_check.py, the prepared check for a lent accelerator, on CPU.
 
 The lent machine has torch, transformers, accelerate and peft but no pydantic, vLLM, TRL,
 Prefect, MLflow or datasets, and no package index. tests/support/lent_machine_site makes this
 interpreter (and every section process) look like that: those packages are hidden from the path
-finder. pydantic then comes from a carried folder made by benchmarks/gpu_check_deps.py. The smoke
+finder. pydantic then comes from a carried folder made by tools/gpu_check_deps.py. The smoke
 run executes every section that can run on a CPU with tiny shapes and marks the GPU-only ones.
 (Before, the check imported pydantic through selfplay's configs and could not start there.)
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK = ROOT / "benchmarks" / "gpu_check.py"
-DEPS = ROOT / "benchmarks" / "gpu_check_deps.py"
+CHECK = ROOT / "tools" / "gpu_check.py"
+DEPS = ROOT / "tools" / "gpu_check_deps.py"
 LENT = ROOT / "tests" / "support" / "lent_machine_site"
 SECTIONS = ["probe", "learner_7b", "bf16_visibility", "sync", "colocation", "generation",
             "logprobs", "toy_iteration"]

@@ -1,4 +1,4 @@
-"""The sections of benchmarks/gpu_check.py, each run in a process of its own (`run_child`).
+"""The sections of tools/gpu_check.py, each run in a process of its own (`run_child`).
 
 Models are built from the Qwen2.5-Coder shapes in selfplay_core.engines.gpu_config with random
 weights (no download); `--smoke` swaps in tiny shapes so every section that can runs on a CPU.
