@@ -121,7 +121,7 @@ def test_smoke_runs_every_cpu_section_on_a_machine_without_pydantic(tmp_path, ca
     learner = by["learner_7b"]["result"]
     for run in (learner["configured_80gb"], learner["smaller"]):
         assert run["loss_finite"] and run["tokens_per_s"] > 0
-        assert run["mfu"] == round(6 * learner["params"] * run["tokens_per_s"] / 1e12, 4)
+        assert isinstance(run["mfu"], float) and run["mfu"] > 0   # the formula: test_mfu_by_hand
     vis = by["bf16_visibility"]["result"]
     assert vis["before: torch AdamW on bf16"]["update_arrived_projection"] < 0.2
     assert 0.8 < vis["after: stochastic (pure)"]["update_arrived_projection"] < 1.2
