@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 _PATH = Path(__file__).resolve().parents[1] / "tools" / "gpu_check_sections.py"
 _spec = importlib.util.spec_from_file_location("gpu_check_sections", _PATH)
 sections = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = sections   # its dataclasses resolve their module by name
 _spec.loader.exec_module(sections)
 
 
