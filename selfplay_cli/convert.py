@@ -11,7 +11,7 @@ def register(sub) -> None:
                        "format, computing expected outputs by running the canonical solutions "
                        "once in the sandbox (cached).")
     p.add_argument("benchmark", choices=["humanevalplus", "mbppplus"])
-    p.add_argument("--data", help="release file (default: $SELFPLAY_DATA or ../shared/data)")
+    p.add_argument("--data", help="release file (default: $SELFPLAY_DATA or the data `selfplay data fetch` downloaded)")
     p.add_argument("--out", required=True, help="problems JSONL to write")
     p.add_argument("--canonical-out", help="also write the canonical solutions as samples JSONL")
     add_sandbox_options(p)

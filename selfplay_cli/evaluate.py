@@ -18,7 +18,7 @@ def register(sub) -> None:
         "and summary.csv into --out.")
     p.add_argument("--benchmark", required=True, choices=BENCHMARKS)
     p.add_argument("--data", help="benchmark file (LCB: a JSONL file or a directory of the official "
-                   "testN.jsonl files); default: $SELFPLAY_DATA or ../shared/data")
+                   "testN.jsonl files); default: $SELFPLAY_DATA or the data `selfplay data fetch` downloaded")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="model folder (Hugging Face format), generated with the hf engine")
     src.add_argument("--samples", help="samples JSONL: {problem_id, sample_id, code}; sample_id "

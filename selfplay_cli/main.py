@@ -5,8 +5,8 @@ import importlib
 import sys
 
 # Subcommand modules of this package; each defines register(subparsers).
-COMMANDS = ["run", "compare", "study", "verify", "evaluate", "convert", "bootstrap", "vllm_serve", "deploy",
-            "serve"]
+COMMANDS = ["run", "compare", "study", "verify", "evaluate", "convert", "data", "bootstrap", "vllm_serve",
+            "deploy", "serve"]
 
 
 # Defined in _common (not here): `python -m selfplay_cli.main` loads this file as __main__, and a

@@ -299,7 +299,7 @@ def run(args) -> int:
                    f"key {s3_env['AWS_ACCESS_KEY_ID']} / {s3_env['AWS_SECRET_ACCESS_KEY']}")
         print_(f"logs         {logs}")
         print_("Run a deployment from the UI (Deployments -> Run -> Custom run), or from a shell "
-               "in the repository root (README, 'Deployments'):")
+               "in the repository root (README, 'From the Prefect UI'):")
         print_(f"  . .venv/bin/activate; export PREFECT_API_URL={prefect_api}")
         print_("  prefect deployment run selfplay/nightly")
         print_("Ctrl-C stops everything.")

@@ -34,8 +34,8 @@ def register(sub) -> None:
         "process; several processes on one --out share the runs, e.g. one per core; an "
         "interrupted study continues where it stopped), evaluate each run's last checkpoint on "
         "the fixed goalpost set and the whole held-out split, and write study.md, study.png and "
-        "table.json to --out and an MLflow run. --readme puts the markdown into the README's "
-        "'Does the loop learn?' section, whatever it shows.")
+        "table.json to --out and an MLflow run. --readme FILE puts the markdown between the study "
+        "markers of FILE (docs/results.md), whatever it shows.")
     p.add_argument("--out", default="runs/study", help="study folder (default runs/study)")
     p.add_argument("--arms", default=None, help="comma-separated arms of the protocol (default: all)")
     p.add_argument("--seeds", type=_seed_list, default=None, help="comma-separated seeds (default 0,1,2)")
@@ -54,7 +54,8 @@ def register(sub) -> None:
                    help="one report from these study folders (same start checkpoint, budget, "
                    "overrides, final evaluation and goalposts; each arm from one folder) into a "
                    "new --out; --arms orders the rows")
-    p.add_argument("--readme", default=None, help="README whose study section to regenerate")
+    p.add_argument("--readme", default=None,
+                   help="markdown file whose study section to regenerate (docs/results.md)")
     p.add_argument("--list", action="store_true", help="print the protocol's arms and exit")
     p.set_defaults(func=run)
 

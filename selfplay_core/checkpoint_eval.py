@@ -64,7 +64,7 @@ class CheckpointEvalConfig(BaseModel):
     seed: int = 0
     world_seed: int = Field(0, description="toy world seed (the self-play run's world.seed)")
     data: str | None = Field(None, description="benchmark data directory or file (default: "
-                             "$SELFPLAY_DATA or ../shared/data)")
+                             "$SELFPLAY_DATA or the data `selfplay data fetch` downloaded)")
     batch_size: int = Field(64, ge=1, description="sequences per forward pass of the hf engine")
     sandbox: SandboxConfig = Field(default_factory=lambda: SandboxConfig(workers=2))
     out_dir: str = Field("runs/eval", description="reports go to out_dir/<run name>/<benchmark>")

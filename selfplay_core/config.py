@@ -105,8 +105,8 @@ class WorldConfig(_Frozen):
     name: Literal["toy", "lcb"] = "toy"
     seed: int = 0
     # lcb: a LiveCodeBench JSONL file or a folder of official testN.jsonl files (default: the
-    # public-tests file under $SELFPLAY_DATA or ../shared/data); with `lcb_release` and no
-    # `data`, that release from the Hugging Face hub (private tests included).
+    # public-tests file of a local mirror, $SELFPLAY_DATA/livecodebench); with `lcb_release`
+    # and no `data`, that release from the Hugging Face hub (private tests included).
     data: str | None = None
     lcb_release: str | None = None
     eval_sets: tuple[str, ...] = ("lcb",)    # lcb, humanevalplus (humaneval+), mbppplus (mbpp+)
@@ -132,8 +132,9 @@ class WorldConfig(_Frozen):
     # For a start checkpoint that solves nearly all of the depth-3/4 pool, e.g. one with the
     # bootstrap's teacher phase; its lifts of depth-4 lemmas need engine.max_new_tokens_teacher 256.
     deep_pool: int = Field(0, ge=0)
-    # Their depth: 6 for a checkpoint whose teacher phase wrote lemmas of depth-6 sources (README,
-    # "A teacher that is not also the student"); depth-6 programs need max_new_tokens_student 128.
+    # Their depth: 6 for a checkpoint whose teacher phase wrote lemmas of depth-6 sources
+    # (lab/learning-studies.md, "A teacher that is not also the student"); depth-6 programs
+    # need max_new_tokens_student 128.
     deep_depth: Literal[5, 6] = 5
 
     @model_validator(mode="before")

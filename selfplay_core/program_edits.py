@@ -3,7 +3,7 @@
 and asks the teacher only to describe the edited program (question and inputs).
 
 Why: on the toy world's deep pool the teacher writes a true one-step lemma for at most 5 of 37
-frontier goalposts in 16 samples (README, "Is there anything for a reward to select?"); editing
+frontier goalposts in 16 samples (lab/README.md, "Why, measured"); editing
 the program is exactly the step one set of weights gets wrong in both roles. A deleted statement
 is a syntactic edit: no oracle, no model, and the band on the student's pass rate is what keeps
 a meaningless one away from the student.

@@ -4,12 +4,12 @@ ended. Saved atomically (temp file + rename) at the end of every iteration."""
 from __future__ import annotations
 
 import json
-import os
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from selfplay_core.checkpoints import StateError, last_good_hint
+from selfplay_core.storage.files import atomic_write_text
 
 __all__ = ["RunState", "StateError", "load_state", "restore_rng", "save_state"]
 
@@ -68,14 +68,7 @@ class RunState:
 
 
 def save_state(state: RunState, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(state.to_json(), f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(state.to_json()))
 
 
 def load_state(path: str | Path) -> RunState:

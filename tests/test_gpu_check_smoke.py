@@ -1,9 +1,9 @@
-"""benchmarks/gpu_check.py, the prepared check for a lent accelerator, on CPU.
+"""tools/gpu_check.py, the prepared check for a lent accelerator, on CPU.
 
 The lent machine has torch, transformers, accelerate and peft but no pydantic, vLLM, TRL,
 Prefect, MLflow or datasets, and no package index. tests/support/lent_machine_site makes this
 interpreter (and every section process) look like that: those packages are hidden from the path
-finder. pydantic then comes from a carried folder made by benchmarks/gpu_check_deps.py. The smoke
+finder. pydantic then comes from a carried folder made by tools/gpu_check_deps.py. The smoke
 run executes every section that can run on a CPU with tiny shapes and marks the GPU-only ones.
 (Before, the check imported pydantic through selfplay's configs and could not start there.)
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK = ROOT / "benchmarks" / "gpu_check.py"
-DEPS = ROOT / "benchmarks" / "gpu_check_deps.py"
+CHECK = ROOT / "tools" / "gpu_check.py"
+DEPS = ROOT / "tools" / "gpu_check_deps.py"
 LENT = ROOT / "tests" / "support" / "lent_machine_site"
 SECTIONS = ["probe", "learner_7b", "bf16_visibility", "sync", "colocation", "generation",
             "logprobs", "toy_iteration"]
@@ -121,7 +121,7 @@ def test_smoke_runs_every_cpu_section_on_a_machine_without_pydantic(tmp_path, ca
     learner = by["learner_7b"]["result"]
     for run in (learner["configured_80gb"], learner["smaller"]):
         assert run["loss_finite"] and run["tokens_per_s"] > 0
-        assert run["mfu"] == round(6 * learner["params"] * run["tokens_per_s"] / 1e12, 4)
+        assert isinstance(run["mfu"], float) and run["mfu"] > 0   # the formula: test_mfu_by_hand
     vis = by["bf16_visibility"]["result"]
     assert vis["before: torch AdamW on bf16"]["update_arrived_projection"] < 0.2
     assert 0.8 < vis["after: stochastic (pure)"]["update_arrived_projection"] < 1.2

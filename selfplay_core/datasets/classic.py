@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import warnings
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from selfplay_core.datasets.expected import cache_dir
 from selfplay_core.datasets.limits import MIN_TIME_LIMIT_S, time_limit_from_reference
 from selfplay_core.problems import InputError, Problem, TestCase
 from selfplay_core.sandbox import Executor, Sample, SandboxConfig
+from selfplay_core.storage.files import atomic_write_text
 from selfplay_core.values import from_json_obj, to_json_obj
 
 CALIBRATION_LIMIT_S = 60.0
@@ -148,10 +148,7 @@ def _cached(kind: str, sha: str, ids: list[str], compute) -> dict:
     missing = [i for i in ids if i not in cached]
     if missing:
         cached.update(compute(missing))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cached))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(cached))
     return {i: cached[i] for i in ids}
 
 
@@ -314,7 +311,8 @@ def mbpp_prompt(text: str, first_test: str) -> str:
 def load_mbpp(path: str | Path | None = None, *, executor=None) -> BenchmarkSet:
     path = Path(path) if path else data_root() / "mbpp" / "sanitized-mbpp.json"
     if not path.exists():
-        raise InputError(f"{path}: file not found (set $SELFPLAY_DATA or pass --data)")
+        raise InputError(f"{path}: file not found (`selfplay data fetch` downloads the pinned "
+                         "releases; or set $SELFPLAY_DATA to a local mirror, or pass --data)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:

@@ -143,7 +143,12 @@ def hub_documents(path: str, *, name: str | None = None, split: str = "train",
     """A dataset of code files via `datasets.load_dataset(path, name, split=split)`: a hub id,
     or a local folder or file of json/jsonl/parquet/csv rows. `column` holds each file's text.
     With `max_rows` the dataset is streamed, so only those rows are downloaded and read."""
-    import datasets
+    try:
+        import datasets
+    except ImportError as e:
+        raise InputError(f"method.corpus.path {path}: reading a dataset needs the 'datasets' "
+                         "package: pip install 'selfplay[hub]' (or a folder of source files "
+                         "needs nothing more)") from e
 
     local = Path(path)
     kw = {"split": split, "streaming": max_rows is not None}

@@ -76,20 +76,19 @@ def mbpp_decode_inputs(task_id: str, inputs: list) -> list:
 
 
 def data_root() -> Path:
-    """`$SELFPLAY_DATA`, else the `shared/data` beside the checkout, else ./data."""
+    """`$SELFPLAY_DATA` (a local mirror), else where `selfplay data fetch` puts the releases."""
     env = os.environ.get(DATA_ROOT_ENV)
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parents[2]
-    for cand in (here.parent / "shared" / "data", here / "shared" / "data", here / "data"):
-        if cand.is_dir():
-            return cand
-    return here / "data"
+    from selfplay_core.datasets.sources import default_data_root
+
+    return default_data_root()
 
 
 def _read_jsonl_gz(path: Path) -> list[dict]:
     if not path.exists():
-        raise InputError(f"{path}: file not found (set ${DATA_ROOT_ENV} or pass --data)")
+        raise InputError(f"{path}: file not found (`selfplay data fetch` downloads the pinned "
+                         f"releases; or set ${DATA_ROOT_ENV} to a local mirror, or pass --data)")
     opener = gzip.open if path.suffix == ".gz" else open
     rows = []
     with opener(path, "rt", encoding="utf-8") as f:

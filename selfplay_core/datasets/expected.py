@@ -21,6 +21,7 @@ from typing import Callable
 from selfplay_core.datasets.limits import time_limit_from_reference
 from selfplay_core.problems import InputError, Problem, TestCase
 from selfplay_core.sandbox import Executor, SandboxConfig
+from selfplay_core.storage.files import atomic_write_text
 from selfplay_core.values import Opaque, from_json_obj, to_json_obj
 
 CACHE_FORMAT = "4"  # bump when limits or encoding change what a run produces
@@ -106,12 +107,7 @@ def attach_expected(problems: list[Problem], canonical: dict[str, str], *, datas
             if own:
                 ex.close()
         cached.update(rows)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            for row in cached.values():
-                f.write(json.dumps(row) + "\n")
-        os.replace(tmp, path)
+        atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in cached.values()))
         if broken:
             lines = [f"{pid}: {'; '.join(why[:3])}" for pid, why in sorted(broken.items())]
             raise InputError(

@@ -55,7 +55,7 @@ def load_benchmark(name: str, data: str | Path | None = None, *, executor=None,
     """Load a benchmark by name.
 
     data: a file (or, for LCB, a directory of official files); default: the copy under
-    $SELFPLAY_DATA / ../shared/data. `lcb` keywords go to `load_lcb` (release, window,
+    $SELFPLAY_DATA or the data `selfplay data fetch` downloaded. `lcb` keywords go to `load_lcb` (release, window,
     date_from, date_to, platforms, difficulties, kinds, tests, time_limit_s).
     ids: keep only these problem ids (an unknown id is an error).
     on_compute(n) / progress(1): expected outputs being computed (HumanEval+, MBPP+; see

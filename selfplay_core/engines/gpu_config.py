@@ -10,7 +10,7 @@ a learner on more than one GPU, which is not implemented (`MULTI_GPU_LEARNER`).
 role, batch shapes per device, expected memory per GPU — for a model shape (`ModelShape`, with the
 Qwen2.5-Coder shapes built in). Memory is an estimate with the formula spelled out in
 `learner_memory` / `rollout_memory`; it is meant to catch "cannot fit" before a run, not to
-replace measuring (benchmarks/gpu_check.py measures).
+replace measuring (tools/gpu_check.py measures).
 """
 
 from __future__ import annotations

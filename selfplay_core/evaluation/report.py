@@ -11,11 +11,11 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from selfplay_core.evaluation.runner import EvalRun
 from selfplay_core.problems import write_jsonl
+from selfplay_core.storage.files import atomic_write_text
 
 
 def environment_info() -> dict:
@@ -35,19 +35,6 @@ def environment_info() -> dict:
         pass
     return {"python": sys.version.split()[0], "platform": platform.platform(),
             "cpus": os.cpu_count(), "selfplay": version, "git_sha": sha}
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def summary_rows(run: EvalRun) -> list[dict]:
@@ -83,20 +70,20 @@ def write_outputs(run: EvalRun, out_dir: str | Path) -> dict[str, str]:
                                             ("results_csv", "results.csv"),
                                             ("samples", "samples.jsonl"),
                                             ("summary_csv", "summary.csv"))}
-    _atomic_write(paths["report"], json.dumps(run.report, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(paths["report"], json.dumps(run.report, indent=2, ensure_ascii=False) + "\n")
     write_jsonl(paths["results"], run.results)
     ks = [m for m in run.report["metrics"] if m.startswith("pass@")]
     cols = ["problem_id", "n", "c", *ks, "greedy_passed", "platform", "difficulty",
             "harness_errors", "dataset_version", "content_hash"]
     present = [c for c in cols if any(c in r for r in run.results)]
-    _atomic_write(paths["results_csv"], _csv(run.results, present))
+    atomic_write_text(paths["results_csv"], _csv(run.results, present))
     write_jsonl(paths["samples"], ({
         "problem_id": s.problem_id, "sample_id": s.sample_id, "code": s.code,
         "verdict": s.verdict.verdict.value,
         **({"completion": s.completion} if s.completion is not None else {}),
         **({"finish_reason": s.finish_reason} if s.finish_reason else {}),
     } for s in run.samples))
-    _atomic_write(paths["summary_csv"], _csv(summary_rows(run),
+    atomic_write_text(paths["summary_csv"], _csv(summary_rows(run),
                                              ["group", "value", "n_problems", "metric", "score"]))
     return {k: str(v) for k, v in paths.items()}
 

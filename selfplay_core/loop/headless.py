@@ -1,5 +1,5 @@
 """The loop without tracking or orchestration: for machines that have torch but not MLflow or
-Prefect (e.g. a lent accelerator running benchmarks/gpu_check.py)."""
+Prefect (e.g. a lent accelerator running tools/gpu_check.py)."""
 
 from __future__ import annotations
 

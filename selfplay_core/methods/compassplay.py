@@ -79,27 +79,21 @@ def cosine(a, b) -> float:
 
 def ranks(xs: list[float]) -> list[float]:
     """0-based ranks, ties given their mean rank."""
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    out = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2
-        i = j + 1
-    return out
+    from scipy.stats import rankdata
+
+    return [float(r) - 1.0 for r in rankdata(xs, method="average")]
 
 
 def spearman(a: list[float], b: list[float]) -> float:
-    """Spearman's rank correlation (Pearson on tie-averaged ranks); nan when either is constant."""
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = sum(ra) / len(ra), sum(rb) / len(rb)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = sum((x - ma) ** 2 for x in ra) ** 0.5
-    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
-    return cov / (va * vb) if va and vb else float("nan")
+    """Spearman's rank correlation (scipy's: Pearson on tie-averaged ranks); nan when either
+    input is constant (scipy warns there; the caller reports nan as "no signal")."""
+    import warnings
+
+    from scipy.stats import spearmanr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # ConstantInputWarning: nan is the documented answer
+        return float(spearmanr(a, b).statistic)
 
 
 def reward_gain_pairs(history: list[list]) -> list[tuple[float, float]]:

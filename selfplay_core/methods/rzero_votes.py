@@ -120,29 +120,23 @@ def bleu_similarity(a: str, b: str) -> float:
 
 
 def average_linkage_clusters(dist: Sequence[Sequence[float]], threshold: float) -> list[int]:
-    """Agglomerative clustering of a symmetric distance matrix with average linkage: merge the
-    closest pair of clusters while their mean pairwise distance is below `threshold` (ties: the
-    pair with the lowest indices). A cluster id per item: the index of its cluster's first
-    member."""
-    clusters = [[i] for i in range(len(dist))]
-    while len(clusters) > 1:
-        best = None
-        for a in range(len(clusters)):
-            for b in range(a + 1, len(clusters)):
-                d = sum(dist[i][j] for i in clusters[a] for j in clusters[b]) / (
-                    len(clusters[a]) * len(clusters[b]))
-                if d < threshold and (best is None or d < best[0]):
-                    best = (d, a, b)
-        if best is None:
-            break
-        _, a, b = best
-        clusters[a] = sorted(clusters[a] + clusters[b])
-        del clusters[b]
-    out = [0] * len(dist)
-    for members in clusters:
-        for i in members:
-            out[i] = members[0]
-    return out
+    """Agglomerative clustering of a symmetric distance matrix with average linkage (scipy's
+    UPGMA), cut so that only merges at a mean pairwise distance strictly below `threshold`
+    happen. A cluster id per item: the index of its cluster's first member."""
+    n = len(dist)
+    if n < 2:
+        return list(range(n))
+    import numpy as np
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    condensed = squareform(np.asarray(dist, dtype=float), checks=False)
+    # fcluster keeps merges at heights <= t; the rule is "< threshold", so cut just below it
+    # (average linkage is monotone, so a cut height is a merge rule).
+    labels = fcluster(linkage(condensed, method="average"),
+                      t=float(np.nextafter(threshold, -np.inf)), criterion="distance")
+    first: dict[int, int] = {}
+    return [first.setdefault(int(lab), i) for i, lab in enumerate(labels)]
 
 
 def repetition_penalties(texts: Sequence[str], threshold: float = 0.5, weight: float = 1.0,

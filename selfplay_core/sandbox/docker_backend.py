@@ -49,7 +49,7 @@ def _docker_sdk():
         import docker  # noqa: PLC0415 - heavy and optional: only this backend needs it
     except ImportError as e:
         raise SandboxUnavailable(
-            "backend 'docker' needs the docker SDK: pip install 'docker>=7'") from e
+            "backend 'docker' needs the docker SDK: pip install 'selfplay[docker]'") from e
     return docker
 
 

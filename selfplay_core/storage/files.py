@@ -52,6 +52,11 @@ def atomic_write_bytes(dest: str | os.PathLike, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
+def atomic_write_text(dest: str | os.PathLike, text: str) -> None:
+    """UTF-8 text, newlines as given (no platform translation), written atomically."""
+    atomic_write_bytes(dest, text.encode("utf-8"))
+
+
 def copy_hashing(src: Path, dst: Path) -> tuple[str, int]:
     h, n = hashlib.sha256(), 0
     with open(src, "rb") as fi, open(dst, "wb") as fo:

@@ -86,7 +86,7 @@ class Protocol(_Frozen):
 
 
 def default_protocol() -> Protocol:
-    """The pre-registered study of issue 17 (see README 'Does the loop learn?')."""
+    """The pre-registered study of issue 17 (see docs/results.md)."""
     return Protocol(arms=DEFAULT_ARMS, common=STUDY_COMMON)
 
 
@@ -203,6 +203,8 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # true one-step lemma for 28 of the deep-pool study's 37 goalposts (36 % of 592 proposals),
     # where the study's own start checkpoint writes one for 5; before any run of it. Not GASP
     # (one model plays both roles there): the decomposition of its gap to the oracle curriculum.
+    # Its note is hashed into the protocol key, so it keeps its registered text (the script is
+    # lab/teacher_bootstrap.py now).
     Arm(name="gasp-frozen-teacher", label="GASP loop, a separate frozen teacher (not one model)",
         config="tiny-cpu.yaml",
         overrides=("teacher.model=runs/de-edit/model", "teacher.train=false"), kind="ablation",
@@ -276,7 +278,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # Added 6 Dec 2026 (06:14 UTC) after gasp-grad-relevance held on 1 of 3 builds, before any
     # run of it: its gain came from selecting toward the goalposts' solutions, so give the judge
     # twice the proposals to select from, the cap meant to keep the student's batch at its size
-    # (it grew: proposals with p = 0 or 1 are not judged, so not capped; README).
+    # (it grew: proposals with p = 0 or 1 are not judged, so not capped; docs/methods.md).
     Arm(name="gasp-grad-wide", label="GASP x gradient relevance, 2x proposals, top 5 to the student",
         config="tiny-cpu.yaml",
         overrides=("method.gradient_relevance={gate: 0.0, student_top: 5}", "method.proposals_per_anchor=4"),

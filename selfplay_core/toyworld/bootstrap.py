@@ -60,7 +60,7 @@ class BootstrapConfig(BaseModel):
     # corpus (seed + 1) with `teacher_share` of variant pairs. One epoch of the main corpus leaves
     # the teacher writing new random tasks instead of its source with one edit (faithful 12-22 %,
     # true variants 0 %); 2000 such steps from the v2 weights reached 72-87 % faithful and
-    # 22-65 % true one-step variants at T = 0.4 (benchmarks/teacher_bootstrap.py). 0: no phase.
+    # 22-65 % true one-step variants at T = 0.4 (lab/teacher_bootstrap.py). 0: no phase.
     teacher_steps: int = Field(default=0, ge=0)
     teacher_share: float = Field(default=0.6, gt=0, lt=1)
     teacher_lr: float = Field(default=1e-3, gt=0)

@@ -229,8 +229,8 @@ class CorpusSettings:
     # Share of the teacher examples that describe an executor's statement deletion of their
     # source (`edit_description_example`), drawn from sources of depth >= 2 in
     # `teacher_source_depths`: GASP with executor-edited lemmas described the forced program
-    # faithfully 5.5 % of the time after a solution-first phase (README). 0: none (and the
-    # corpus is the same text as before the option existed).
+    # faithfully 5.5 % of the time after a solution-first phase (lab/learning-studies.md).
+    # 0: none (and the corpus is the same text as before the option existed).
     teacher_edit_share: float = 0.0
 
     def __post_init__(self):

@@ -1,5 +1,5 @@
 """How well the tiny model plays its teacher and Guide roles, measured against the toy world's
-oracle (diagnostics: `benchmarks/toyworld_bootstrap.py` prints them, the loop logs Guide
+oracle (diagnostics: `lab/toyworld_bootstrap.py` prints them, the loop logs Guide
 accuracy; none of it is a reward).
 
 Teacher, per kind of prompt (a goalpost made easier = GASP's lemma, a lemma made harder = its

@@ -17,7 +17,7 @@ TABLE_METRICS = ("eval/all/pass@1", "eval/all/pass@{k}", "goalposts/solved", "go
                  "targets/cumulative_solve_rate", "targets/fit/A")
 # Metrics that count things: printed as integers.
 COUNT_SUFFIXES = ("solved", "solved_union", "total", "tasks", "size", "count")
-LEARNING_STUDY = 'README.md, "Does the loop learn?"'
+LEARNING_STUDY = "docs/results.md"
 
 
 def is_count(metric: str) -> bool:
@@ -81,7 +81,7 @@ def describe_run(history: Sequence[dict], *, samples_per_eval: int | None = None
                  method: str | None = None) -> list[str]:
     """Sentences on how the run went against its start (step 0): held-out pass@1 and pass@k
     (with a 2-standard-error band when `samples_per_eval` = problems x samples is known), the
-    best evaluation, goalposts solved at the end and by any checkpoint; then where the README
+    best evaluation, goalposts solved at the end and by any checkpoint; then where docs/results.md
     reports what such runs do."""
     evals = [h for h in history if "eval/all/pass@1" in h]
     lines = []

@@ -89,7 +89,8 @@ def test_report_records_dataset_sampling_executor_and_timings(he, executor):
     from selfplay_core.datasets.limits import MIN_TIME_LIMIT_S
     assert e["early_exit"] is True and e["time_limit_s"]["min"] >= MIN_TIME_LIMIT_S
     t = rep["timings"]
-    assert t["total_s"] >= t["verify_s"] > 0 and t["generate_s"] >= 0
+    # The phases are disjoint parts of the whole run (rounded to ms each).
+    assert t["verify_s"] > 0 and t["total_s"] >= t["verify_s"] + t["generate_s"] - 0.002
     assert rep["counts"]["samples"] == 6 and rep["counts"]["verdicts"] == {"passed": 6}
     assert rep["metrics"] == {"pass@1": 1.0}
 

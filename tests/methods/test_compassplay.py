@@ -3,6 +3,7 @@ subset, the learner's gradient hook against a plain full backward, and the rewar
 eligibility rule."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -99,12 +100,14 @@ class _FixedGradients:
         self.config = CompassConfig(ineligible_reward=-0.25)
         self.g_ref, self.by_id = torch.tensor(g_ref), by_id
         self.calls = 0
+        self.task_delay_s = 0.0
 
     def reference_gradient(self, ctx):
         self.calls += 1
         return self.g_ref
 
     def task_gradient(self, ctx, p):
+        time.sleep(self.task_delay_s)   # so the per-proposal timing has a known lower bound
         return torch.tensor(self.by_id[p.id])
 
 
@@ -116,13 +119,14 @@ def _accepted(pid, p):
 
 def test_only_tasks_with_0_lt_p_lt_1_are_scored():
     fixed = _FixedGradients([1.0, 0.0], {"a": [1.0, 1.0], "b": [0.0, -2.0], "c": [5.0, 5.0]})
+    fixed.task_delay_s = 0.02
     reward = CompassReward(fixed)
     props = [_accepted("a", 0.5), _accepted("b", 0.25), _accepted("c", 1.0), _accepted("d", 0.0)]
     assert reward(None, props) == pytest.approx([1 / math.sqrt(2), 0.0, -0.25, -0.25])
     assert fixed.calls == 1   # the reference gradient once per batch
     m = reward.metrics(props)
     assert m["eligible"] == 0.5 and m["cosine"] == pytest.approx(1 / (2 * math.sqrt(2)))
-    assert m["time_per_proposal_s"] >= 0
+    assert m["time_per_proposal_s"] >= 0.02   # each eligible task gradient sleeps 0.02 s
     nobody = CompassReward(_FixedGradients([1.0], {}))
     assert nobody(None, [_accepted("c", 1.0)]) == [-0.25] and nobody.method.calls == 0
 

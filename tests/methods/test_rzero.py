@@ -246,3 +246,57 @@ def test_label_accuracy_counts_a_wrong_majority(executor):
     # labels "1,2,3", "4", "5,7", "2,9,10" against the truth "1,3", "", "5,7", "9": one of four
     assert log.metrics["teacher/rzero/label_accuracy"] == 0.0
     assert log.metrics["teacher/rzero/test_label_accuracy"] == 0.25
+
+
+PARITY_TEXTS = [
+    "given a list of integers , return the sum of the even ones .",
+    "given a list of integers , return the sum of the odd ones .",
+    "sort the list in reverse order and take the first three items .",
+    "return the largest digit of the number , or zero when it is negative .",
+    "given a string , count the vowels in it and return the count .",
+    "given a list of integers , return the sum of its even elements .",
+]
+
+
+@pytest.mark.parametrize("i,j", [(i, j) for i in range(len(PARITY_TEXTS))
+                                 for j in range(len(PARITY_TEXTS)) if i != j])
+def test_bleu_equals_nltk_sentence_bleu_with_method1(i, j):
+    """Our BLEU is NLTK's sentence_bleu (uniform 4-gram weights, smoothing method1 with
+    epsilon 0.1: the variant R-Zero uses) on texts of four tokens or more."""
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    hyp, ref = tokens(PARITY_TEXTS[i]), tokens(PARITY_TEXTS[j])
+    want = sentence_bleu([ref], hyp, smoothing_function=SmoothingFunction(epsilon=0.1).method1)
+    assert bleu(hyp, ref) == pytest.approx(want, rel=1e-9)
+
+
+def test_clustering_matches_a_brute_force_average_linkage_on_random_matrices():
+    """scipy's UPGMA cut below the threshold equals the textbook loop (merge the closest pair of
+    clusters while their mean pairwise distance is below the threshold)."""
+    import random
+
+    def brute(dist, threshold):
+        clusters = [[i] for i in range(len(dist))]
+        while len(clusters) > 1:
+            best = min(((sum(dist[i][j] for i in a for j in b) / (len(a) * len(b)), x, y)
+                        for x, a in enumerate(clusters) for y, b in enumerate(clusters) if x < y))
+            if best[0] >= threshold:
+                break
+            _, x, y = best
+            clusters[x] = sorted(clusters[x] + clusters[y])
+            del clusters[y]
+        out = [0] * len(dist)
+        for members in clusters:
+            for i in members:
+                out[i] = members[0]
+        return out
+
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(1, 9)
+        d = [[0.0] * n for _ in range(n)]
+        for i in range(n):
+            for j in range(i + 1, n):
+                d[i][j] = d[j][i] = round(rng.random(), 3)
+        t = rng.choice([0.2, 0.5, 0.8])
+        assert average_linkage_clusters(d, t) == brute(d, t), (d, t)

@@ -108,7 +108,9 @@ def test_timings_are_reported(ex):
     p = call_problem(tests=[(1, 2)])
     v = verdict_of(ex, p, "import time\ndef f(x):\n    time.sleep(0.2)\n    return 2 * x\n")
     assert v.passed
-    assert 0.15 < v.tests[0].time_s < 1.0
+    # A lower bound only: the child sleeps 0.2 s, so a timer that misses the test's own run
+    # (or measures CPU instead of wall time) reads below it; an upper bound would assert load.
+    assert v.tests[0].time_s >= 0.19
     assert v.time_s >= v.tests[0].time_s
 
 

@@ -32,8 +32,7 @@ SLOW_BUT_RIGHT = ("import time\n"
 
 def test_a_correct_but_slow_program_that_swallows_every_exception_times_out(ex1):
     code = SLOW_BUT_RIGHT.replace("LIMIT", "1.0")
-    v = contained(ex1, double_problem(time_limit_s=1.0), code, {Verdict.timeout})
-    assert v.time_s < 1.0 * 5 + 1.0 + 10.0  # the job's own deadline, plus the parent's grace
+    contained(ex1, double_problem(time_limit_s=1.0), code, {Verdict.timeout})
 
 
 def test_every_catchable_signal_ignored_and_timers_disarmed(ex1):

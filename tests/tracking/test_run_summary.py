@@ -46,7 +46,7 @@ def test_a_worse_run_says_so_with_the_noise_band():
            f"(beyond sampling noise, ±{band:.3f})." in text
     assert "held-out pass@8: 0.450 at the start, 0.380 at the end (-0.070): lower." in text
     assert "0 of 40 solved at the start, 2 of 40 by the last checkpoint, 3 of 40 by any checkpoint" in text
-    assert 'README.md, "Does the loop learn?"' in text
+    assert "measured over seeds, and why: docs/results.md." in text
     assert lines[0].startswith("How the gasp run went against its start checkpoint")
 
 

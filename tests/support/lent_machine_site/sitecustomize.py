@@ -1,5 +1,5 @@
 """Imported at start-up by every Python whose PYTHONPATH holds this folder (tests of
-benchmarks/gpu_check.py and its section processes): makes this interpreter look like the lent
+tools/gpu_check.py and its section processes): makes this interpreter look like the lent
 accelerator, which has torch, transformers, accelerate and peft but not pydantic (nor vLLM, TRL,
 Prefect, MLflow, datasets). The packages stay installed; the path finder stops seeing them, so
 `import pydantic` fails and `importlib.util.find_spec("pydantic")` answers None, exactly as where

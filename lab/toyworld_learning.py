@@ -1,8 +1,7 @@
 """The toy-world learning study: a thin wrapper of `selfplay study` (selfplay_core/study), kept so
-the old command still works. See benchmarks/learning_study_protocol.md and the README's
-"Does the loop learn?".
+the old command still works. See lab/learning_study_protocol.md and docs/results.md.
 
-    python benchmarks/toyworld_learning.py [--arms rlvr,gasp] [--seeds 0,1,2] [--out runs/study] ...
+    python lab/toyworld_learning.py [--arms rlvr,gasp] [--seeds 0,1,2] [--out runs/study] ...
 """
 
 from __future__ import annotations

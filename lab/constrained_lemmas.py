@@ -16,7 +16,7 @@ Then whether any decoding could find them: the teacher's log-probability of each
 likely true one-step lemma (its Task and Solution sections) against that of its own free
 proposals, on the goalposts and on as many other pool tasks of the goalposts' depth.
 
-    python benchmarks/constrained_lemmas.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240]
+    python lab/constrained_lemmas.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240]
         [--proposals 8] [--temperature 0.4] [--modes free,copy,subsequence]
 
 GOALPOSTS_JSON: a study folder's `goalposts.json` (ids of the toy world's goalpost pool) or a

@@ -9,7 +9,7 @@ Why: a checkpoint that solves most of its pool leaves few frontier goalposts (5 
 solution-first deep checkpoint), too few to separate arms; the mining's reserve (unsolved, no
 one-step lemma in band) is the rest of what the start model cannot do.
 
-    python benchmarks/study_goalpost_reeval.py runs/study-sf \\
+    python lab/study_goalpost_reeval.py runs/study-sf \\
         --goalposts ~/.cache/selfplay/goalposts/<key>.json --reserve --k 64
 
 Results go to STUDY/reeval-<name>.json (kept per checkpoint: an interrupted run continues) and

@@ -1,4 +1,4 @@
-"""benchmarks/verdict_reeval.py end to end on the committed toy checkpoint: a "run" whose end
+"""lab/verdict_reeval.py end to end on the committed toy checkpoint: a "run" whose end
 checkpoint is the start checkpoint itself scores exactly the same (one seed for both), so its
 verdict is a zero difference; a folder with no checkpoint is one clear error before sampling."""
 
@@ -6,11 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.support.scripts import run_benchmark
+from lab.tests.run_script import run_lab_script
 
 
 def _run(*args):
-    return run_benchmark("verdict_reeval.py", *args, timeout=600)
+    return run_lab_script("verdict_reeval.py", *args, timeout=600)
 
 
 def test_an_unchanged_checkpoint_has_a_zero_paired_difference(tmp_path):

@@ -1,4 +1,4 @@
-"""benchmarks/study_goalpost_reeval.py: which ids a goalpost file names, its table (values worked
+"""lab/study_goalpost_reeval.py: which ids a goalpost file names, its table (values worked
 out by hand), one clear error for a folder that is no study, and a real re-evaluation of a study
 folder whose rows point at the committed checkpoint."""
 
@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from tests.support.scripts import ROOT, run_benchmark
+from lab.tests.run_script import LAB, run_lab_script
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(LAB))
 import study_goalpost_reeval as R  # noqa: E402
 
 
@@ -42,7 +42,7 @@ def test_the_table_reads_hits_as_the_study_does():
 def test_a_folder_without_a_study_is_one_clear_error(tmp_path):
     gp = tmp_path / "g.json"
     gp.write_text("[]")
-    r = run_benchmark("study_goalpost_reeval.py", tmp_path, "--goalposts", gp, timeout=120)
+    r = run_lab_script("study_goalpost_reeval.py", tmp_path, "--goalposts", gp, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip() == f"study_goalpost_reeval: {tmp_path / 'protocol.json'}: not found; pass the folder of a `selfplay study`"
 
@@ -66,7 +66,7 @@ def test_rows_with_the_same_checkpoint_and_seed_count_the_same(tmp_path):
     ids = json.loads((ASSET_DIR / "goalposts.json").read_text())["ids"][:6]
     gp = tmp_path / "six.json"
     gp.write_text(json.dumps(ids))
-    r = run_benchmark("study_goalpost_reeval.py", tmp_path, "--goalposts", gp, "--k", 3, timeout=900)
+    r = run_lab_script("study_goalpost_reeval.py", tmp_path, "--goalposts", gp, "--k", 3, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     saved = json.loads((tmp_path / "reeval-six.json").read_text())
     assert saved["ids"] == ids and saved["k"] == 3 and len(saved["rows"]) == 4
@@ -77,5 +77,5 @@ def test_rows_with_the_same_checkpoint_and_seed_count_the_same(tmp_path):
         assert a["hits"] == sum(c > 0 for _, c in a["counts"].values())
     assert re.search(r"^\| rlvr \| 2 \| .* \| - \|$", r.stdout, re.M), r.stdout
     # a second call samples nothing again: every row is saved
-    again = run_benchmark("study_goalpost_reeval.py", tmp_path, "--goalposts", gp, "--k", 3, timeout=900)
+    again = run_lab_script("study_goalpost_reeval.py", tmp_path, "--goalposts", gp, "--k", 3, timeout=900)
     assert again.returncode == 0 and "[base-s0]" not in again.stdout

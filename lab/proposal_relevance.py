@@ -3,7 +3,7 @@ the accepted lemmas and lifts, and of those the faithful share, the true one-ste
 their parent, the lifts on the path to a goalpost (a true variant of a true lemma), the mean
 depth of the faithful ones, and the true-variant share of those the student trained on.
 
-    python benchmarks/proposal_relevance.py RUN_DIR [RUN_DIR ...] [--json OUT]
+    python lab/proposal_relevance.py RUN_DIR [RUN_DIR ...] [--json OUT]
 
 RUN_DIR is a finished run folder (its state.json holds the lineage). Runs named ARM-sSEED
 (`selfplay study` names them so) are grouped by ARM; each value is the mean over the arm's runs.

@@ -1,4 +1,4 @@
-"""benchmarks/teacher_bootstrap.py: a short continuation end to end on the committed toy
+"""lab/teacher_bootstrap.py: a short continuation end to end on the committed toy
 checkpoint (a row per check, a checkpoint a run can load whose weights moved), and bad input as
 one clear error before any training."""
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.scripts import run_benchmark
+from lab.tests.run_script import run_lab_script
 
 
 def _run(*args):
-    return run_benchmark("teacher_bootstrap.py", *args, timeout=900)
+    return run_lab_script("teacher_bootstrap.py", *args, timeout=900)
 
 
 def test_a_short_continuation_measures_each_check_and_saves_a_moved_checkpoint(tmp_path):

@@ -1,4 +1,4 @@
-"""The sections of benchmarks/gpu_check.py, each run in a process of its own (`run_child`).
+"""The sections of tools/gpu_check.py, each run in a process of its own (`run_child`).
 
 Models are built from the Qwen2.5-Coder shapes in selfplay_core.engines.gpu_config with random
 weights (no download); `--smoke` swaps in tiny shapes so every section that can runs on a CPU.
@@ -76,6 +76,16 @@ class Ctx:
             return nominal, f"nominal dense bf16 of {name}"
         measured = self.probe.get("matmul_tflops")
         return (measured * 1e12, "measured matmul") if measured else (None, "unknown")
+
+
+def utilization(params: int, tokens_per_s: float, peak_flops: float | None,
+                flops_per_param_token: int = 6) -> float | None:
+    """Model FLOPs utilization: a training step costs ~6 FLOPs per parameter per token (2 for
+    the forward, 4 for the backward); `flops_per_param_token=8` counts a recomputed forward
+    (hardware FLOPs under gradient checkpointing). None without a known peak."""
+    if not peak_flops:
+        return None
+    return round(flops_per_param_token * params * tokens_per_s / peak_flops, 4)
 
 
 def run_child(name: str, out: Path, *, smoke: bool, peak_tflops: float | None, carried: bool) -> int:
@@ -322,9 +332,10 @@ def learner_7b(ctx: Ctx) -> dict:
         dt = (time.monotonic() - t) / steps
         tps = tokens / dt
         res.update(step_s=round(dt, 3), tokens_per_s=round(tps, 1),
-                   mfu=round(6 * shape.num_params() * tps / peak, 4) if peak else None,
+                   mfu=utilization(shape.num_params(), tps, peak),
                    # checkpointing recomputes the forward: the GPU does ~8 P tokens of work
-                   hardware_flops_utilization=round(8 * shape.num_params() * tps / peak, 4) if peak else None,
+                   hardware_flops_utilization=utilization(shape.num_params(), tps, peak,
+                                                          flops_per_param_token=8),
                    loss_finite=math.isfinite(metrics["learner/loss"]),
                    changed_share=metrics.get("learner/changed_share"),
                    update_visibility=metrics.get("learner/update_visibility"), **memory(dev))

@@ -8,7 +8,7 @@ that selects among the teacher's own proposals has anything to select. And the t
 other task in GASP's executor-edited lemma round: describing a program it is given (one
 statement of the source's program deleted by the executor).
 
-    python benchmarks/goalpost_roles.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240] [--deep-depth 5]
+    python lab/goalpost_roles.py MODEL_DIR GOALPOSTS_JSON [--deep-pool 240] [--deep-depth 5]
         [--proposals 3] [--others 111] [--others-proposals 1] [--samples 16]
 
 GOALPOSTS_JSON is a study folder's `goalposts.json` (a list of ids of the toy world's goalpost

@@ -8,8 +8,8 @@ the toy oracle (synthetic proposals and the teacher's own), and a short student-
 policy-gradient run (held-out depth-2 pass@1 before/after, with sample counts). Run by hand;
 numbers are quoted in notes, not asserted. Compare two checkpoints by running it on each:
 
-    PYTHONPATH=. python benchmarks/toyworld_bootstrap.py [--fresh] [--rl-minutes 3]
-    PYTHONPATH=. python benchmarks/toyworld_bootstrap.py --model-dir DIR --goal-k 0 --rl-minutes 0
+    PYTHONPATH=. python lab/toyworld_bootstrap.py [--fresh] [--rl-minutes 3]
+    PYTHONPATH=. python lab/toyworld_bootstrap.py --model-dir DIR --goal-k 0 --rl-minutes 0
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fetch the pure-Python dependencies benchmarks/gpu_check.py needs on a machine that lacks them.
+"""Fetch the pure-Python dependencies tools/gpu_check.py needs on a machine that lacks them.
 
 The lent accelerator has torch, transformers, accelerate and peft but no pydantic and no package
 index; the project's configs are pydantic models. This script, run where an index is reachable,
@@ -9,9 +9,9 @@ ones the project is tested with) for the target interpreter and platform, unpack
 carry limit is 64 MiB): gpu_check.py puts `OUT/site` on sys.path when pydantic is missing and
 refuses, with one line, a folder made for another Python.
 
-    python benchmarks/gpu_check_deps.py                       # cp312, manylinux x86_64 -> .gpu_check_deps
-    python benchmarks/gpu_check_deps.py --python 3.11         # another interpreter
-    python benchmarks/gpu_check_deps.py --from-installed      # copy this environment's files
+    python tools/gpu_check_deps.py                       # cp312, manylinux x86_64 -> .gpu_check_deps
+    python tools/gpu_check_deps.py --python 3.11         # another interpreter
+    python tools/gpu_check_deps.py --from-installed      # copy this environment's files
                                                               # (only for a target = this Python)
 
 Only the standard library is used here.

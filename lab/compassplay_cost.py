@@ -2,7 +2,7 @@
 same task anyway (sampling n answers and verifying them), for gradient subsets of the last 1,
 2 and all transformer blocks of the toy model.
 
-    python benchmarks/compassplay_cost.py [--tasks 16] [--n 8] [--repeats 3]
+    python lab/compassplay_cost.py [--tasks 16] [--n 8] [--repeats 3]
 
 Prints, per subset, the parameters it covers and the gradient's time per task as a ratio of the
 solve-and-verify time per task measured in the same run (absolute times are noisy on a shared

@@ -11,7 +11,7 @@ held-out pass@1 / pass@8. The toy oracle only measures here; nothing of it enter
 Prints one table row per check and saves the last weights as a checkpoint folder a run can start
 from (`--set model.path=DIR`). Run by hand; numbers are quoted in notes, not asserted:
 
-    PYTHONPATH=. python benchmarks/teacher_bootstrap.py --steps 1500 --every 500 --out /tmp/tb
+    PYTHONPATH=. python lab/teacher_bootstrap.py --steps 1500 --every 500 --out /tmp/tb
 """
 
 from __future__ import annotations

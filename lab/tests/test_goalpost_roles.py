@@ -1,18 +1,18 @@
-"""benchmarks/goalpost_roles.py end to end on the committed toy checkpoint and its shipped
+"""lab/goalpost_roles.py end to end on the committed toy checkpoint and its shipped
 goalpost set: every proposal and every student sample is counted once in its table (the counts
 are the flags'), and a goalpost file of another world is one clear error before sampling."""
 
 import json
 import re
 
-from tests.support.scripts import run_benchmark
+from lab.tests.run_script import run_lab_script
 
 
 def test_both_roles_are_counted_on_the_shipped_goalposts(tmp_path):
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
     ids = json.loads((ASSET_DIR / "goalposts.json").read_text())["ids"]   # the mined set
-    r = run_benchmark("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--proposals", 2, "--others", 5,
+    r = run_lab_script("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--proposals", 2, "--others", 5,
                       "--others-proposals", 2, "--samples", 3, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
@@ -48,7 +48,7 @@ def test_match_reps_keeps_other_tasks_with_a_goalposts_representations(tmp_path)
     # counted here from the pool itself, not by the script's filter
     n = sum(1 for i, t in tasks.items() if t.depth == deepest and i not in ids and (t.in_rep, t.out_rep) in reps)
     assert 0 < n < sum(1 for i, t in tasks.items() if t.depth == deepest and i not in ids)
-    r = run_benchmark("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--proposals", 1,
+    r = run_lab_script("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--proposals", 1,
                       "--others", 1000, "--samples", 1, "--match-reps", timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     assert re.search(rf"^\| {n} other depth-{deepest} pool tasks with a goalpost's representations \| {n} \|",
@@ -60,11 +60,11 @@ def test_goalposts_of_another_world_are_one_clear_error(tmp_path):
 
     path = tmp_path / "goalposts.json"
     path.write_text(json.dumps(["toy/goalpost_pool/d5/9999"]))
-    r = run_benchmark("goalpost_roles.py", ASSET_DIR, path, timeout=300)
+    r = run_lab_script("goalpost_roles.py", ASSET_DIR, path, timeout=300)
     assert r.returncode == 2 and "not in this world's goalpost pool" in r.stderr
     assert "Traceback" not in r.stderr
-    r = run_benchmark("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--others-proposals", 0, timeout=300)
+    r = run_lab_script("goalpost_roles.py", ASSET_DIR, ASSET_DIR / "goalposts.json", "--others-proposals", 0, timeout=300)
     assert r.returncode == 2 and "--others-proposals must be at least 1" in r.stderr
     path.write_text(json.dumps({"ids": 3}))
-    r = run_benchmark("goalpost_roles.py", ASSET_DIR, path, timeout=300)
+    r = run_lab_script("goalpost_roles.py", ASSET_DIR, path, timeout=300)
     assert r.returncode == 2 and "expected a list of goalpost ids" in r.stderr

@@ -24,13 +24,13 @@ expected time of each on an H200):
 
 The target machine has torch, transformers, accelerate and peft but no pydantic, vLLM, TRL,
 Prefect, MLflow or datasets. vLLM/TRL/Prefect/MLflow/datasets are blocked here too (so a CPU run
-behaves the same); pydantic comes from `.gpu_check_deps` (made by benchmarks/gpu_check_deps.py)
+behaves the same); pydantic comes from `.gpu_check_deps` (made by tools/gpu_check_deps.py)
 when it is not installed. `--smoke` runs every section it can on CPU with tiny shapes and marks
 the GPU-only ones (the test suite does, so the script does not rot).
 
-    python benchmarks/gpu_check.py --out gpu_check_out       # on the GPU machine
-    python benchmarks/gpu_check.py --dry-run                  # the sections and their times
-    python benchmarks/gpu_check.py --smoke --out /tmp/smoke   # anywhere
+    python tools/gpu_check.py --out gpu_check_out       # on the GPU machine
+    python tools/gpu_check.py --dry-run                  # the sections and their times
+    python tools/gpu_check.py --smoke --out /tmp/smoke   # anywhere
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ DEFAULT_DEPS = ROOT / ".gpu_check_deps"
 BUDGET_S = 480.0
 
 # name: (expected seconds on an H200, timeout seconds, runs on CPU too). Expected times are those
-# measured on a lent H200 on 4 Dec 2026 (docs/gpu-check-h200-2026-12-04.jsonl; 219 s in all);
+# measured on a lent H200 on 4 Dec 2026 (lab/gpu-check-h200-2026-12-04.jsonl; 219 s in all);
 # timeouts are about 2x those, more for sync (a slow disk) and the 7B step (another driver's
 # first step), within the 8-minute budget.
 SECTIONS = {
@@ -82,14 +82,14 @@ def carried_site(deps: Path | None) -> Path | None:
     if not manifest.is_file():
         raise DepsError(f"gpu_check: pydantic is not installed and there is no carried copy in "
                         f"{deps}: where a package index is reachable run `python "
-                        f"benchmarks/gpu_check_deps.py --python {sys.version_info.major}."
+                        f"tools/gpu_check_deps.py --python {sys.version_info.major}."
                         f"{sys.version_info.minor}` and carry {DEFAULT_DEPS.name} along "
                         f"(or pass --deps DIR)")
     m = json.loads(manifest.read_text())
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if m.get("python") != here:
         raise DepsError(f"gpu_check: {deps} was made for CPython {m.get('python')}, this is "
-                        f"{here}: rerun benchmarks/gpu_check_deps.py --python {here}")
+                        f"{here}: rerun tools/gpu_check_deps.py --python {here}")
     return deps / "site"
 
 
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
         site = carried_site(args.deps)
         if site is not None:
             sys.path.insert(0, str(site))
-        sys.path.insert(0, str(ROOT / "benchmarks"))
+        sys.path.insert(0, str(ROOT / "tools"))
         from gpu_check_sections import run_child
 
         return run_child(args.child, Path(args.out), smoke=args.smoke, peak_tflops=args.peak_tflops,

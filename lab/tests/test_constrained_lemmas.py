@@ -1,4 +1,4 @@
-"""benchmarks/constrained_lemmas.py: its two constraints hold on what it samples (checked here
+"""lab/constrained_lemmas.py: its two constraints hold on what it samples (checked here
 by an independent subsequence test and token-set test on the committed checkpoint), its table
 counts every proposal once, its log-probabilities are the model's own loss, and a goalpost file of another world is one clear error."""
 
@@ -7,11 +7,11 @@ import importlib.util
 import json
 import re
 
-from tests.support.scripts import ROOT, run_benchmark
+from lab.tests.run_script import LAB, run_lab_script
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("constrained_lemmas", ROOT / "benchmarks" / "constrained_lemmas.py")
+    spec = importlib.util.spec_from_file_location("constrained_lemmas", LAB / "constrained_lemmas.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -76,7 +76,7 @@ def test_sampled_sections_obey_each_constraint():
 def test_the_table_counts_every_proposal_once():
     model_dir, _ = _shipped_sources(0)
     ids = json.loads((model_dir / "goalposts.json").read_text())["ids"]
-    r = run_benchmark("constrained_lemmas.py", model_dir, model_dir / "goalposts.json", "--proposals", 2, timeout=900)
+    r = run_lab_script("constrained_lemmas.py", model_dir, model_dir / "goalposts.json", "--proposals", 2, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     n = 2 * len(ids)
     for mode in ("free", "copy", "subsequence"):
@@ -124,10 +124,10 @@ def test_goalposts_of_another_world_are_one_clear_error(tmp_path):
     model_dir, _ = _shipped_sources(0)
     path = tmp_path / "goalposts.json"
     path.write_text(json.dumps(["toy/goalpost_pool/d5/9999"]))
-    r = run_benchmark("constrained_lemmas.py", model_dir, path, timeout=300)
+    r = run_lab_script("constrained_lemmas.py", model_dir, path, timeout=300)
     assert r.returncode == 2 and "not in this world's goalpost pool" in r.stderr and "Traceback" not in r.stderr
     path.write_text(json.dumps({"ids": 3}))
-    r = run_benchmark("constrained_lemmas.py", model_dir, path, timeout=300)
+    r = run_lab_script("constrained_lemmas.py", model_dir, path, timeout=300)
     assert r.returncode == 2 and "expected a list of goalpost ids" in r.stderr
-    r = run_benchmark("constrained_lemmas.py", model_dir, model_dir / "goalposts.json", "--modes", "greedy", timeout=300)
+    r = run_lab_script("constrained_lemmas.py", model_dir, model_dir / "goalposts.json", "--modes", "greedy", timeout=300)
     assert r.returncode == 2 and "--modes" in r.stderr

@@ -3,7 +3,7 @@ all with the HF engine at one sampling seed (common random numbers), and print e
 paired verdict — the measurement `make run` prints, made again more precisely and the same way
 for every run, whatever engine trained it.
 
-    python benchmarks/verdict_reeval.py RUN_DIR [RUN_DIR ...] [--n 16] [--seed 1000]
+    python lab/verdict_reeval.py RUN_DIR [RUN_DIR ...] [--n 16] [--seed 1000]
         [--start DIR] [--problems N] [--json OUT]
 
 RUN_DIR is a run folder (`runs/gasp-s0`, or a `--set out_dir=...` folder holding one): its
