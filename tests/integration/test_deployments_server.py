@@ -154,6 +154,13 @@ def test_deploy_trigger_and_run_with_a_worker(prefect_server, tmp_path):
         param, model, keys = fields[flow]
         assert param in schema["properties"], name
         assert keys <= set(schema["definitions"][model]["properties"]), name
+    # Each self-play deployment's config is its config file, as `prefect deploy` resolved the
+    # reference of prefect.yaml.
+    from selfplay_core.config import RunConfig, load_config
+    for name, path in (("nightly", "tiny-cpu.yaml"), ("nightly-gpu-docker", "qwen2.5-coder-7b-gasp.yaml"),
+                       ("nightly-gpu-k8s", "qwen2.5-coder-7b-gasp.yaml")):
+        deployed = RunConfig.model_validate(deps[name][1].parameters["config"])
+        assert deployed == load_config(REPO / "configs" / path), name
     assert deps["nightly"][1].parameters["config"]["iterations"] == 12  # the embedded default
     assert deps["nightly-gpu-docker"][1].job_variables == {"image": "selfplay-gpu:latest",
                                                            "gpu_count": 2, "shm_size": "16g"}
