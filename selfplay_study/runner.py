@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from selfplay_core.study.final_eval import evaluate_checkpoint
-from selfplay_core.study.protocol import Arm, Protocol
-from selfplay_core.study import report
+from selfplay_study.final_eval import evaluate_checkpoint
+from selfplay_study.protocol import Arm, Protocol
+from selfplay_study import report
 
 
 class StudyError(ValueError):
