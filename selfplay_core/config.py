@@ -342,10 +342,22 @@ class GPUPlanConfig(_Frozen):
     model_shape: str = Field("7b", description="a Qwen2.5-Coder shape: 0.5b, 1.5b, 7b")
 
 
+def form_friendly_union(schema: dict) -> None:
+    """A discriminated union's JSON schema as `anyOf` (each choice a form of its own), not
+    `oneOf` + `discriminator`: the Prefect UI renders `anyOf` as a choice of forms but shows a
+    raw JSON editor for `oneOf`. Validation still dispatches on the discriminator; only the
+    schema a form is drawn from changes."""
+    if "oneOf" in schema:
+        schema["anyOf"] = schema.pop("oneOf")
+        schema.pop("discriminator", None)
+
+
 def _method_section():
     """The union of the registered methods' config classes, told apart by `name`."""
     configs = tuple(dict.fromkeys(cls.Config for cls in registered().values()))
-    return Annotated[Union[configs], Field(discriminator="name")]  # noqa: UP007 - built at run time
+    return Annotated[Union[configs], Field(  # noqa: UP007 - built at run time
+        discriminator="name", json_schema_extra=form_friendly_union,
+        description="the method and its options; `name` picks the method")]
 
 
 MethodSection = _method_section()
