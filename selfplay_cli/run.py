@@ -286,17 +286,22 @@ def _print_summary(result: dict, cfg) -> None:
     import json
     from pathlib import Path
 
-    from selfplay_core.tracking.run_summary import describe_run, metrics_table
+    from selfplay_core.tracking.run_summary import describe_run, metrics_table, table_columns, table_legend
 
     state = json.loads((Path(result["run_dir"]) / "state.json").read_text())
     hist = state.get("history", [])
+    verdict = run_verdict(state, cfg.eval.ks)
     print(metrics_table(hist))
-    print()
-    samples = cfg.eval.n * cfg.eval.max_problems if cfg.eval.max_problems else None
-    for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name):
+    for line in table_legend(table_columns(hist), verdict=bool(verdict)):
         print(line)
-    for line in run_verdict(state, cfg.eval.ks):
-        print(f"verdict: {line}")
+    print()
+    e = cfg.eval
+    samples = e.n * e.max_problems if e.max_problems else None
+    every = "each iteration" if e.every == 1 else f"every {e.every} iterations"
+    in_loop = f"{e.max_problems or 'all'} problems x {e.n} samples, {every}"
+    for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name,
+                             verdict=verdict, in_loop=in_loop):
+        print(line)
     print()
     uri = result["tracking_uri"]
     print(f"MLflow run {result['run_id']} in {uri}")
