@@ -361,7 +361,8 @@ def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path, resuming: 
         goalpost_heatmap(st.goalpost_rows, st.goalpost_labels, st.goalpost_ids, heatmap,
                          title=f"{ctx.config.method.name} seed {ctx.config.seed}: goalposts solved",
                          groups=goalpost_groups(ctx.goalposts), k=ctx.config.eval.goalpost_k,
-                         iterations=ctx.config.iterations)
+                         iterations=ctx.config.iterations, floor=st.goalpost_floor.get("floor"),
+                         floor_union=st.goalpost_floor.get("floor_union"))
         tracker.log_artifact(str(heatmap), "plots")
         # The matrix itself, so runs can be compared (union over seeds) without their state.
         tracker.log_text(json.dumps({"goalposts": st.goalpost_ids, "checkpoints": st.goalpost_labels,
