@@ -46,7 +46,9 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
         if endpoints.errors:
             for line in endpoints.errors:
                 logger.error(line)
-            return Failed(message="; ".join(endpoints.errors))  # not retried: fix the endpoint first
+            # Failed, not raised: the log keeps the lines, not a traceback (the flow's retry
+            # checks again after retry_delay_seconds, in case the endpoint was just starting).
+            return Failed(message="; ".join(endpoints.errors))
     run_dir = run_dir or choose_run_dir(config, deployment.id, flow_run.scheduled_start_time,
                                         flow_run.id)
     key = f"prefect-flow-run:{flow_run.id}" if flow_run.id else None
