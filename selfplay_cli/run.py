@@ -156,24 +156,21 @@ def _resume_hint(run_dir, cfg, console, stopped_by: str | None = None) -> bool:
 
 def _run_with_progress(args, cfg, run_dir, console) -> dict:
     from selfplay_core.loop import interrupt
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from selfplay_core.progress import StepProgress
 
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                        TimeElapsedColumn(), TextColumn("{task.fields[eta]}"), console=console,
-                        transient=False)
-    seconds: list[float] = []  # time/iteration_s of the iterations done in this process
-
-    def on_iteration(step: int, metrics: dict) -> None:
-        if "time/iteration_s" in metrics:
-            seconds.append(metrics["time/iteration_s"])
-        progress.update(bar, completed=step, eta=_eta(seconds, cfg.iterations - step))
     if not args.no_prefect:
         import flows.selfplay  # noqa: F401  (configures Prefect's logging, which _library_info uses)
-    with _library_info(console), progress:
-        bar = progress.add_task("self-play", total=cfg.iterations, eta="ETA after the first iteration")
+    # A live bar on a terminal, a line per iteration elsewhere; the time left is the iterations
+    # left at the mean pace of those done in this process (set-up, goalpost mining and the
+    # start's evaluation are not iterations).
+    with _library_info(console), StepProgress(cfg.iterations, "self-play", "iteration",
+                                              console=console) as bar:
+
+        def on_iteration(step: int, metrics: dict) -> None:
+            bar.advance_to(step, metrics.get("time/iteration_s"))
 
         def on_stage(name: str) -> None:
-            progress.update(bar, description=f"{cfg.method.name}: {name}")
+            bar.set_description(f"{cfg.method.name}: {name}")
 
         if args.no_prefect:
             from selfplay_core.loop.driver import direct, run_selfplay
@@ -207,18 +204,8 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
                 stage_listeners.remove(on_stage)
                 iteration_listeners.remove(on_iteration)
                 _quiet_prefect_at_exit()
-        progress.update(bar, completed=cfg.iterations, description=f"{cfg.method.name}: done")
+        bar.set_description(f"{cfg.method.name}: done")
     return result
-
-
-def _eta(seconds: list[float], left: int) -> str:
-    """The time the `left` iterations will take at the mean pace of those done so far."""
-    if not left:
-        return ""
-    if not seconds:
-        return "ETA after the first iteration"
-    total = round(sum(seconds) / len(seconds) * left)
-    return f"ETA {total // 3600}:{total // 60 % 60:02d}:{total % 60:02d}"
 
 
 @contextmanager

@@ -7,6 +7,10 @@ are never redrawn: one per step, or one per 5 % of the total when there are more
 the work is and how long the rest should take:
 
     verify: 120/600 samples (20%), 0:00:12 elapsed, about 0:00:48 left
+
+The time left is the steps left at the mean pace so far: of the steps' own durations when the
+caller reports them (`advance_to(done, step_seconds=...)`: a run's iterations, not its set-up),
+else of the time since the start.
 """
 
 from __future__ import annotations
@@ -25,36 +29,54 @@ def _clock(seconds: float) -> str:
 
 class StepProgress:
     def __init__(self, total: int | None, desc: str, unit: str = "step", *, file: IO | None = None,
-                 terminal: bool | None = None):
+                 terminal: bool | None = None, console=None):
         from rich.console import Console
 
         self.total, self.desc, self.unit = total, desc, unit
         self.done, self.postfix = 0, ""
-        self._file = file if file is not None else sys.stderr
-        self._console = Console(file=self._file, force_terminal=terminal, highlight=False,
-                                soft_wrap=True)
+        self._console = console or Console(file=file if file is not None else sys.stderr,
+                                           force_terminal=terminal, highlight=False, soft_wrap=True)
         self._t0 = time.monotonic()
+        self._step_seconds: list[float] = []
         self._last_mark = -1
         self._live = None
         if self._console.is_terminal:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._live = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
-                                  TextColumn("left"), TimeRemainingColumn(),
-                                  TextColumn("{task.fields[postfix]}"),
+                                  TextColumn("{task.fields[left]}"), TextColumn("{task.fields[postfix]}"),
                                   console=self._console, transient=False)
             self._live.start()
-            self._task = self._live.add_task(desc, total=total, postfix="")
+            self._task = self._live.add_task(desc, total=total, postfix="", left="")
 
     # Callers pass `bar.update` as a progress callback.
     def update(self, n: int = 1) -> None:
-        self.done += n
+        self.advance_to(self.done + n)
+
+    def advance_to(self, done: int, step_seconds: float | None = None) -> None:
+        """`done` steps so far; `step_seconds`: how long the last one took (paces the estimate)."""
+        self.done = done
+        if step_seconds is not None:
+            self._step_seconds.append(step_seconds)
         if self._live is not None:
-            self._live.update(self._task, completed=self.done, total=self.total)
+            left = self.left()
+            self._live.update(self._task, completed=self.done, total=self.total,
+                              left=f"about {left} left" if left else "")
         else:
             self._line_if_due()
+
+    def left(self) -> str | None:
+        """The time the steps left should take at the mean pace so far (None: no estimate yet)."""
+        if not self.total or self.done >= self.total:
+            return None
+        if self._step_seconds:
+            pace = sum(self._step_seconds) / len(self._step_seconds)
+        elif self.done:
+            pace = (time.monotonic() - self._t0) / self.done
+        else:
+            return None
+        return _clock(pace * (self.total - self.done))
 
     def set_total(self, total: int | None) -> None:
         self.total = total
@@ -64,6 +86,7 @@ class StepProgress:
     def reset(self, total: int | None = None) -> None:
         """Start counting again (a second phase of the same work)."""
         self.done, self.total, self._t0, self._last_mark = 0, total, time.monotonic(), -1
+        self._step_seconds = []
         if self._live is not None:
             self._live.reset(self._task, total=total)
 
@@ -108,8 +131,9 @@ class StepProgress:
         if self.total:
             text = (f"{self.desc}: {self.done}/{self.total} {self.unit}s "
                     f"({100 * self.done // self.total}%), {_clock(elapsed)} elapsed")
-            if 0 < self.done < self.total:
-                text += f", about {_clock(elapsed * (self.total - self.done) / self.done)} left"
+            left = self.left()
+            if left:
+                text += f", about {left} left"
         else:
             text = f"{self.desc}: {self.done} {self.unit}s, {_clock(elapsed)} elapsed"
         if self.postfix:
