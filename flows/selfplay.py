@@ -19,12 +19,15 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 from prefect.runtime import deployment, flow_run
+from prefect.states import Cancelled, Failed
 
 from selfplay_core.config import RunConfig
 from selfplay_core.loop.driver import default_run_dir, run_selfplay, started_by
+from selfplay_core.loop.interrupt import RunInterrupted
+from selfplay_core.preflight import preflight
 from tasks.stages import stage_caller
 
-# Callables told each completed iteration's step (the CLI's progress bar).
+# Callables told each completed iteration's step and metrics (the CLI's progress bar).
 iteration_listeners: list = []
 
 
@@ -37,8 +40,18 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
                 "goalposts/solved", "eval/all/pass@1")
         logger.info("iteration %d: %s", step, ", ".join(f"{k}={metrics[k]:.3f}" for k in keys if k in metrics))
         for listener in iteration_listeners:
-            listener(step)
+            listener(step, metrics)
 
+    if deployment.id is not None:  # a deployed run (`selfplay run` checked before it started)
+        endpoints = preflight(config)
+        for line in endpoints.notes:
+            logger.warning(line)
+        if endpoints.errors:
+            for line in endpoints.errors:
+                logger.error(line)
+            # Failed, not raised: the log keeps the lines, not a traceback (the flow's retry
+            # checks again after retry_delay_seconds, in case the endpoint was just starting).
+            return Failed(message="; ".join(endpoints.errors))
     run_dir = run_dir or choose_run_dir(config, deployment.id, flow_run.scheduled_start_time,
                                         flow_run.id)
     key = f"prefect-flow-run:{flow_run.id}" if flow_run.id else None
@@ -46,8 +59,13 @@ def selfplay(config: RunConfig = RunConfig(), resume: bool = False, run_dir: str
         logger.warning("retry %d of flow run %s: resuming %s from its last complete iteration",
                        flow_run.run_count - 1, flow_run.id, run_dir)
         resume = True
-    summary = run_selfplay(config, call=stage_caller(config.flow.timeouts), run_dir=run_dir,
-                           resume=resume, on_iteration=report, run_key=key)
+    try:
+        summary = run_selfplay(config, call=stage_caller(config.flow.timeouts), run_dir=run_dir,
+                               resume=resume, on_iteration=report, run_key=key)
+    except RunInterrupted as e:  # Cancelled, not Crashed: the last complete iteration is saved
+        return Cancelled(message=f"stopped by {e.signame}; resume with: selfplay run --resume {run_dir}")
+    for line in summary.verdict or []:
+        logger.info("verdict: %s", line)
     return {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
             "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
 

@@ -2,8 +2,9 @@
 # The system packages `make run` and `make test` need, installed when missing (Debian/Ubuntu).
 #
 #   sh infra/system-packages.sh run    # bubblewrap: the sandbox's namespaces
-#   sh infra/system-packages.sh test   # + Ceph RGW (a real S3 server for the storage tests) and
-#                                      #   docker-compose (validates infra/docker-compose.yml)
+#   sh infra/system-packages.sh test   # + Ceph RGW (a real S3 server for the storage tests),
+#                                      #   docker-compose (validates infra/docker-compose.yml) and
+#                                      #   chromium (the UI tests render pages headless)
 #
 # Also python3-venv when $PYTHON cannot create a venv yet (Debian ships Python without ensurepip).
 # Runs apt-get as root, through sudo when not root and sudo exists; otherwise prints the one
@@ -30,6 +31,8 @@ if [ "$what" = test ]; then
     # The commands infra/s3/ceph_rgw.sh runs, and the compose file's validator.
     needs="$needs radosgw:radosgw radosgw-admin:radosgw ceph-mon:ceph-mon monmaptool:ceph-mon"
     needs="$needs ceph:ceph-mon ceph-osd:ceph-osd docker-compose:docker-compose"
+    # Headless Chromium: the UI tests look at the Prefect and MLflow pages as a person would.
+    needs="$needs chromium:chromium"
 fi
 
 missing_cmds=""

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from selfplay_core.study.report import mean_sd, separated  # noqa: E402
+from selfplay_study.report import mean_sd, separated  # noqa: E402
 
 
 class ReevalError(ValueError):
@@ -97,8 +97,8 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    from selfplay_core.study.protocol import Protocol
-    from selfplay_core.study.runner import load_results
+    from selfplay_study.protocol import Protocol
+    from selfplay_study.runner import load_results
 
     if args.k < 1:
         raise ReevalError(f"--k must be >= 1, got {args.k}")

@@ -1,4 +1,4 @@
-"""The toy-world learning study: a thin wrapper of `selfplay study` (selfplay_core/study), kept so
+"""The toy-world learning study: a thin wrapper of `selfplay study` (selfplay_study), kept so
 the old command still works. See lab/learning_study_protocol.md and docs/results.md.
 
     python lab/toyworld_learning.py [--arms rlvr,gasp] [--seeds 0,1,2] [--out runs/study] ...

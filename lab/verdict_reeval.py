@@ -50,8 +50,8 @@ def main(argv=None) -> int:
 
     from selfplay_core.sandbox import Executor, SandboxConfig
     from selfplay_core.stages import verdicts
-    from selfplay_core.study.final_eval import evaluate_checkpoint
-    from selfplay_core.study.protocol import FinalEval
+    from selfplay_study.final_eval import evaluate_checkpoint
+    from selfplay_study.protocol import FinalEval
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
     from selfplay_core.toyworld.splits import build_world
 

@@ -30,8 +30,7 @@ def sandbox_config(args):
 
 
 def progress_bar(total: int, desc: str, unit: str = "sample"):
-    """A tqdm bar on stderr (quiet when stderr is not a terminal and total is small)."""
-    from tqdm import tqdm
+    """Progress on stderr: a live bar on a terminal, plain lines elsewhere (selfplay_core.progress)."""
+    from selfplay_core.progress import StepProgress
 
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True,
-                disable=None if total < 50 else False, leave=False)
+    return StepProgress(total, desc, unit)

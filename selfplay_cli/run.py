@@ -4,14 +4,21 @@ executor, local MLflow store, Prefect without a separate server)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from contextlib import contextmanager
 
 
+# The registered methods (selfplay_core.methods.registered(); a test keeps the two equal),
+# spelled out so that `selfplay --help` does not import every method (a second of start-up).
+METHODS = ("gasp", "gasp+rlvr", "azr", "rlvr", "sgs", "compassplay", "r-zero", "spice", "star")
+
+
 def register(sub) -> None:
-    p = sub.add_parser("run", help="run self-play (GASP, AZR, RLVR) as a Prefect flow",
+    p = sub.add_parser("run", help=f"run self-play as a Prefect flow; method.name: {', '.join(METHODS)}",
                        description="Run the self-play loop. Defaults: configs/tiny-cpu.yaml "
-                       "semantics (toy world, tiny model, local sandbox, local MLflow).")
+                       "semantics (toy world, tiny model, local sandbox, local MLflow). Methods "
+                       f"(--set method.name=NAME): {', '.join(METHODS)}.")
     p.add_argument("--config", help="YAML run config (default: built-in tiny-cpu defaults)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set learner.lr=1e-5 (repeatable)")
@@ -42,6 +49,9 @@ def run(args) -> int:
     from selfplay_core.state import StateError
     from selfplay_core.storage import StorageError
 
+    if args.resume and not os.path.isdir(args.resume):  # before any import that takes time
+        raise CLIError(f"--resume {args.resume}: no such folder (give the run folder, "
+                       "out_dir/<run name>, that holds state.json)")
     try:
         refuse_distributed_launch()  # every rank would run the loop: refuse before anything
         return _run(args)
@@ -70,28 +80,60 @@ def _run(args) -> int:
         return 0
     if not args.resume:  # the run folder and the local MLflow store go under out_dir
         check_output_dir(cfg.out_dir, "out_dir")  # nothing is made until the run starts
-    if cfg.engine.backend == "vllm" and not launches_server(cfg):
-        check_server(cfg)  # before Prefect, MLflow or the model start
-    _env_defaults()
     from rich.console import Console
 
     console = Console(stderr=True)
+    _env_defaults()  # before Prefect's settings are first read (the preflight reads its API URL)
+    _preflight(cfg, args, console)  # every endpoint answers, before Prefect or the model start
+    if cfg.engine.backend == "vllm" and not launches_server(cfg):
+        check_server(cfg)  # the server serves the model
     run_dir = args.resume
     if run_dir:
         from selfplay_core.loop.driver import check_resumable
         check_resumable(run_dir, cfg)  # StateError naming the file and the last good iteration
+    from selfplay_core.loop import interrupt
+
+    interrupt.arm()
     try:
-        result = _run_with_progress(args, cfg, run_dir, console)
+        with interrupt.trap():  # until the loop's own (a signal while Prefect starts, too)
+            result = _run_with_progress(args, cfg, run_dir, console)
     except (ConfigError, StateError):
         raise  # one line that says what to do (resume or not)
-    except BaseException:  # interrupted or failed: the iterations done so far are saved
+    except interrupt.RunInterrupted as e:  # stopped between stages: no traceback
+        if not _resume_hint(run_dir, cfg, console, stopped_by=e.signame):
+            console.print(f"{e.signame}: the run stopped before its first iteration was saved; "
+                          "nothing to resume", highlight=False, soft_wrap=True)
+        return 128 + getattr(signal, e.signame)
+    except BaseException:  # failed: the iterations done so far are saved
         _resume_hint(run_dir, cfg, console)
         raise
     _print_summary(result, cfg)
     return 0
 
 
-def _resume_hint(run_dir, cfg, console) -> None:
+def _preflight(cfg, args, console) -> None:
+    """Each endpoint the run will use answers (selfplay_core/preflight.py), or one line each
+    and exit 2; the Prefect API too when PREFECT_API_URL names a server."""
+    from selfplay_core.preflight import Endpoint, preflight
+
+    extra = []
+    if not args.no_prefect:
+        from prefect.settings import PREFECT_API_URL
+
+        api = PREFECT_API_URL.value()
+        if api:
+            extra.append(Endpoint("PREFECT_API_URL", api, "start the Prefect server (`make up` "
+                                  "serves one on port 4200), or unset PREFECT_API_URL: the run "
+                                  "then starts a temporary one", path="/health"))
+    report = preflight(cfg, extra)
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    if report.errors:
+        from selfplay_cli._common import CLIError
+        raise CLIError("\nselfplay run: error: ".join(report.errors))
+
+
+def _resume_hint(run_dir, cfg, console, stopped_by: str | None = None) -> bool:
     """After an interrupted or failed run: how to continue it, if it got far enough to save."""
     import json
     from pathlib import Path
@@ -102,25 +144,33 @@ def _resume_hint(run_dir, cfg, console) -> None:
     try:
         state = json.loads(path.read_text())
     except (OSError, ValueError):
-        return
-    if not state.get("finished"):
-        console.print(f"the run stopped after {state.get('iteration', 0)} of {cfg.iterations} "
-                      f"iterations; resume with: selfplay run --resume {path.parent}",
-                      highlight=False, soft_wrap=True)
+        return False
+    if state.get("finished"):
+        return False
+    why = f"{stopped_by}: " if stopped_by else ""
+    console.print(f"{why}the run stopped after {state.get('iteration', 0)} of {cfg.iterations} "
+                  f"iterations; resume with: selfplay run --resume {path.parent.resolve()}",
+                  highlight=False, soft_wrap=True)
+    return True
 
 
 def _run_with_progress(args, cfg, run_dir, console) -> dict:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from selfplay_core.loop import interrupt
+    from selfplay_core.progress import StepProgress
 
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                        TimeElapsedColumn(), console=console, transient=False)
     if not args.no_prefect:
         import flows.selfplay  # noqa: F401  (configures Prefect's logging, which _library_info uses)
-    with _library_info(console), progress:
-        bar = progress.add_task("self-play", total=cfg.iterations)
+    # A live bar on a terminal, a line per iteration elsewhere; the time left is the iterations
+    # left at the mean pace of those done in this process (set-up, goalpost mining and the
+    # start's evaluation are not iterations).
+    with _library_info(console), StepProgress(cfg.iterations, "self-play", "iteration",
+                                              console=console) as bar:
+
+        def on_iteration(step: int, metrics: dict) -> None:
+            bar.advance_to(step, metrics.get("time/iteration_s"))
 
         def on_stage(name: str) -> None:
-            progress.update(bar, description=f"{cfg.method.name}: {name}")
+            bar.set_description(f"{cfg.method.name}: {name}")
 
         if args.no_prefect:
             from selfplay_core.loop.driver import direct, run_selfplay
@@ -130,27 +180,31 @@ def _run_with_progress(args, cfg, run_dir, console) -> dict:
                 return direct(name, fn, *a)
 
             summary = run_selfplay(cfg, call=call, run_dir=run_dir, resume=bool(run_dir),
-                                   on_iteration=lambda step, m: progress.update(bar, completed=step))
+                                   on_iteration=on_iteration)
             result = {"run_id": summary.run_id, "run_dir": summary.run_dir, "tracking_uri": summary.tracking_uri,
                       "heatmap": summary.heatmap, "checkpoint": summary.checkpoint}
         else:
             from flows.selfplay import for_config, iteration_listeners
             from tasks.stages import stage_listeners
 
-            def on_iteration(step: int) -> None:
-                progress.update(bar, completed=step)
-
             if console.is_terminal:  # where the live bar shows the stage; a log file keeps them
                 _quiet_task_run_logs()
+            from selfplay_cli.prefect_server import start_temporary_server
+
+            start_temporary_server()  # out of Ctrl-C's reach: the run stops cleanly, using it
             stage_listeners.append(on_stage)
             iteration_listeners.append(on_iteration)
             try:
-                result = for_config(cfg)(config=cfg, resume=bool(run_dir), run_dir=run_dir)
+                state = for_config(cfg)(config=cfg, resume=bool(run_dir), run_dir=run_dir,
+                                        return_state=True)
+                if state.is_cancelled() and interrupt.requested():  # the flow's RunInterrupted
+                    raise interrupt.RunInterrupted(interrupt.requested())
+                result = state.result()
             finally:
                 stage_listeners.remove(on_stage)
                 iteration_listeners.remove(on_iteration)
                 _quiet_prefect_at_exit()
-        progress.update(bar, completed=cfg.iterations, description=f"{cfg.method.name}: done")
+        bar.set_description(f"{cfg.method.name}: done")
     return result
 
 
@@ -219,52 +273,64 @@ def _print_summary(result: dict, cfg) -> None:
     import json
     from pathlib import Path
 
-    from selfplay_core.tracking.run_summary import describe_run, metrics_table
+    from selfplay_core.tracking.run_summary import describe_run, metrics_table, table_columns, table_legend
 
     state = json.loads((Path(result["run_dir"]) / "state.json").read_text())
     hist = state.get("history", [])
+    verdict = run_verdict(state, cfg.eval.ks)
     print(metrics_table(hist))
-    print()
-    samples = cfg.eval.n * cfg.eval.max_problems if cfg.eval.max_problems else None
-    for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name):
+    for line in table_legend(table_columns(hist), verdict=bool(verdict)):
         print(line)
-    for line in run_verdict(state, cfg.eval.ks):
-        print(f"verdict: {line}")
+    print()
+    e = cfg.eval
+    samples = e.n * e.max_problems if e.max_problems else None
+    every = "each iteration" if e.every == 1 else f"every {e.every} iterations"
+    in_loop = f"{e.max_problems or 'all'} problems x {e.n} samples, {every}"
+    for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name,
+                             verdict=verdict, in_loop=in_loop):
+        print(line)
     print()
     uri = result["tracking_uri"]
     print(f"MLflow run {result['run_id']} in {uri}")
-    print(f"  compare runs: {_runs_view(uri, result['run_id'])}")
-    print(f"goalpost heatmap: {result['heatmap']}")
-    lineage = Path(result["run_dir"]) / "lineage.html"
-    if lineage.exists():
-        print(f"curriculum lineage: {lineage}")
-    print(f"final checkpoint: {result['checkpoint']}")
+    for line in _runs_view(uri, result["run_id"]):
+        print(line)
+    # Absolute paths throughout, as the tracking URI is: each line works from any folder.
+    run_dir = Path(result["run_dir"]).resolve()
+    if result["heatmap"]:
+        print(f"goalpost heatmap: {Path(result['heatmap']).resolve()}")
+    if (run_dir / "lineage.html").exists():
+        print(f"curriculum lineage: {run_dir / 'lineage.html'}")
+    if result["checkpoint"]:
+        print(f"final checkpoint: {Path(result['checkpoint']).resolve()}")
     if not state.get("finished"):
-        print(f"resume with: selfplay run --resume {result['run_dir']}")
+        print(f"resume with: selfplay run --resume {run_dir}")
 
 
-def _runs_view(uri: str, run_id: str) -> str:
-    """Where a person compares this run with others: the MLflow runs list of its experiment
-    (`make up` serves the default store; `workflowType=machine_learning` opens MLflow 3.17 on
-    runs rather than GenAI traces)."""
-    from selfplay_cli.serve import runs_url
+def _runs_view(uri: str, run_id: str) -> list[str]:
+    """Where a person looks at this run and compares it with others: its MLflow page and its
+    experiment's runs list (`make up` serves the default store). Each link carries
+    `workflowType=machine_learning`: MLflow 3.17 opens on its GenAI view otherwise, whatever
+    the experiment's tags say (tracking/mlflow_run.py, EXPERIMENT_TAGS)."""
+    from pathlib import Path
+
+    from selfplay_cli.serve import bin_of, run_url, runs_url
 
     try:
         from mlflow.tracking import MlflowClient
         exp = MlflowClient(uri).get_run(run_id).info.experiment_id
     except Exception:  # the pointer is a convenience; the run is logged either way
         exp = None
-    if uri.startswith(("http://", "https://")):
-        return runs_url(uri, exp) if exp else uri
-    from pathlib import Path
-
-    from selfplay_cli.serve import bin_of
-
-    page = runs_url("http://127.0.0.1:5000", exp) if exp else "http://127.0.0.1:5000"
-    repo = Path(__file__).resolve().parents[1]
-    served = uri == f"sqlite:///{repo / 'runs' / 'mlruns' / 'mlflow.db'}"  # make up's default
-    return (("`make up` (it serves this store) or " if served else "")
-            + f"`{bin_of('mlflow')} ui --backend-store-uri {uri}`, then open {page}")
+    served = uri.startswith(("http://", "https://"))
+    base = uri if served else "http://127.0.0.1:5000"
+    if exp is None:
+        return [f"  MLflow UI: {base}"]
+    lines = [f"  this run: {run_url(base, exp, run_id)}", f"  compare runs: {runs_url(base, exp)}"]
+    if not served:
+        repo = Path(__file__).resolve().parents[1]
+        default = uri == f"sqlite:///{repo / 'runs' / 'mlruns' / 'mlflow.db'}"  # make up's store
+        lines.append("  (served by " + ("`make up`, or " if default else "")
+                     + f"`{bin_of('mlflow')} ui --backend-store-uri {uri}`)")
+    return lines
 
 
 def run_verdict(state: dict, ks=None) -> list[str]:

@@ -214,6 +214,11 @@ def runs_url(mlflow_url: str, experiment_id: str) -> str:
     return f"{mlflow_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
+def run_url(mlflow_url: str, experiment_id: str, run_id: str) -> str:
+    return (f"{mlflow_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+            "?workflowType=machine_learning")
+
+
 def bin_of(name: str) -> str:
     """A console script of this interpreter's environment (the venv's prefect, mlflow)."""
     cand = Path(sys.executable).parent / name

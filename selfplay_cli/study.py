@@ -75,7 +75,7 @@ _SETTING_FLAGS = (("--seeds", "seeds", "seeds"), ("--iterations", "iterations", 
 
 def _settings(args):
     """The registered protocol with the flags' seeds, budget, floor and overrides (all arms)."""
-    from selfplay_core.study.protocol import default_protocol
+    from selfplay_study.protocol import default_protocol
 
     proto = default_protocol()
     upd = {}
@@ -96,7 +96,7 @@ def _report_protocol(args, out):
     evaluations under the 12-iteration registry (6 Dec 2026). A settings flag that asks for
     another protocol than the saved one is an error; one that repeats it is allowed."""
     from selfplay_cli._common import CLIError
-    from selfplay_core.study.protocol import saved_protocol
+    from selfplay_study.protocol import saved_protocol
 
     if args.new:
         raise CLIError("--report-only reports the runs in --out; --new would discard them: drop one")
@@ -129,7 +129,7 @@ def run(args) -> int:
     from selfplay_cli._common import CLIError
     from selfplay_core.config import ConfigError
     from selfplay_core.output_paths import ensure_output_dir
-    from selfplay_core.study import runner
+    from selfplay_study import runner
 
     os.environ.setdefault("DO_NOT_TRACK", "true")
     os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
@@ -169,7 +169,7 @@ def run(args) -> int:
 def _report(args) -> int:
     from pathlib import Path
 
-    from selfplay_core.study import runner
+    from selfplay_study import runner
 
     out = Path(args.out)
     proto = _report_protocol(args, out)
@@ -182,7 +182,7 @@ def _command() -> str | None:
 
 
 def _print_report(rep: dict, out, readme: str | None) -> int:
-    from selfplay_core.study.report import replace_readme_section
+    from selfplay_study.report import replace_readme_section
 
     print(f"MLflow study run {rep['mlflow_run_id']}", file=sys.stderr)
     print(rep["markdown"])
@@ -198,8 +198,8 @@ def _merge(args) -> int:
 
     from selfplay_cli._common import CLIError
     from selfplay_core.output_paths import ensure_output_dir
-    from selfplay_core.study import runner
-    from selfplay_core.study.merge import MergeError, merge_into
+    from selfplay_study import runner
+    from selfplay_study.merge import MergeError, merge_into
 
     given = [flag for flag, attr, _ in _SETTING_FLAGS if getattr(args, attr)]
     given += [flag for flag, v in (("--new", args.new), ("--report-only", args.report_only),

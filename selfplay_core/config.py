@@ -9,9 +9,10 @@ is short for `method: {name: azr}`.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -379,10 +380,22 @@ class GPUPlanConfig(_Frozen):
     model_shape: str = Field("7b", description="a Qwen2.5-Coder shape: 0.5b, 1.5b, 7b")
 
 
+def form_friendly_union(schema: dict) -> None:
+    """A discriminated union's JSON schema as `anyOf` (each choice a form of its own), not
+    `oneOf` + `discriminator`: the Prefect UI renders `anyOf` as a choice of forms but shows a
+    raw JSON editor for `oneOf`. Validation still dispatches on the discriminator; only the
+    schema a form is drawn from changes."""
+    if "oneOf" in schema:
+        schema["anyOf"] = schema.pop("oneOf")
+        schema.pop("discriminator", None)
+
+
 def _method_section():
     """The union of the registered methods' config classes, told apart by `name`."""
     configs = tuple(dict.fromkeys(cls.Config for cls in registered().values()))
-    return Annotated[Union[configs], Field(discriminator="name")]  # noqa: UP007 - built at run time
+    return Annotated[Union[configs], Field(  # noqa: UP007 - built at run time
+        discriminator="name", json_schema_extra=form_friendly_union,
+        description="the method and its options; `name` picks the method")]
 
 
 MethodSection = _method_section()
@@ -549,16 +562,56 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def _format(e: ValidationError, where: str) -> str:
+def _section_model(annotation):
+    """The pydantic model a field holds (through `X | None`), or None for a plain value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for m in map(_section_model, get_args(annotation)) if m is not None), None)
+
+
+def _keys_at(path: list[str], data: dict) -> list[str]:
+    """The keys of the section at `path` (the method section: the chosen method's keys)."""
+    model = RunConfig
+    for part in path:
+        if model is RunConfig and part in UNION_SECTIONS:
+            section = data.get(part, {})
+            name = section if isinstance(section, str) else (section or {}).get(
+                "name", RunConfig.model_fields[part].default.name)
+            model = registered()[name].Config if name in registered() else None
+        else:
+            field = model.model_fields.get(part)
+            model = _section_model(field.annotation) if field is not None else None
+        if model is None:
+            return []
+    return list(model.model_fields)
+
+
+def _unknown_key(loc: list[str], data: dict) -> str:
+    """'unknown key', with the nearest known key (difflib) or the section's keys, and where
+    every key is listed."""
+    known = _keys_at(loc[:-1], data)
+    near = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+    section = ".".join(loc[:-1])
+    if near:
+        hint = f"did you mean {'.'.join([*loc[:-1], near[0]])}?"
+    elif known:
+        hint = f"the keys of {section or 'the top level'} are {', '.join(known)}"
+    else:
+        return "unknown key (`selfplay run --dry-run` prints every key)"
+    return f"unknown key; {hint} (`selfplay run --dry-run` prints every key)"
+
+
+def _format(e: ValidationError, where: str, data: dict | None = None) -> str:
     parts = []
     for err in e.errors():
         loc = [str(x) for x in err["loc"] if not str(x).startswith("function-after")]
         if len(loc) > 1 and loc[0] in UNION_SECTIONS and loc[1] in registered():
             del loc[1]   # the union's tag: `method.task_types`, not `method.azr.task_types`
+        path = loc
         loc = ".".join(loc)
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = _unknown_key(path, data or {})
         elif err["type"] == "union_tag_invalid":
             msg = (f"unknown method {err['ctx']['tag']!r}; one of {', '.join(registered())}")
         elif err["type"] not in ("value_error",) and "input" in err:
@@ -606,7 +659,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Ru
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format(e, where)) from None
+        raise ConfigError(_format(e, where, data)) from None
 
 
 def dump_config(cfg: RunConfig) -> str:

@@ -30,6 +30,7 @@ SYSTEM_FILES = {
     "test_gpu_check_smoke.py": "every CPU section of the GPU check, as the lent machine runs it",
     "evaluation/test_evalplus_full.py": "all of HumanEval+ and MBPP+ through `selfplay evaluate`",
     "sandbox/test_benchmark_canonical.py": "every canonical solution, also on a loaded machine",
+    "integration/test_prefect_form.py": "a Prefect server and headless Chromium (the UI's run form)",
 }
 SYSTEM_FIXTURES = {"rgw": "a Ceph RGW cluster (a real S3 server)"}
 _TESTS = Path(__file__).resolve().parent

@@ -54,3 +54,34 @@ def test_version_is_the_installed_packages_and_imports_nothing_heavy(tmp_path):
     assert out.returncode == 0, out.stderr
     assert lines[0] == f"selfplay {want}"
     assert json.loads(lines[-1][len("HEAVY="):]) == []
+
+
+def test_resume_of_a_folder_that_does_not_exist_says_so_before_heavy_imports(tmp_path):
+    rc, heavy, err = probe(["run", "--resume", str(tmp_path / "no-such-run")], tmp_path)
+    assert rc == 2 and heavy == [] and "Traceback" not in err
+    assert err == f"selfplay run: error: --resume {tmp_path / 'no-such-run'}: no such folder " \
+                  "(give the run folder, out_dir/<run name>, that holds state.json)"
+
+
+def test_an_unknown_key_gets_the_nearest_known_one_and_where_the_keys_are(tmp_path):
+    rc, heavy, err = probe(["run", "--set", "tracking.mlflow_url=http://x"], tmp_path)
+    assert rc == 2 and heavy == []
+    assert "tracking.mlflow_url: unknown key; did you mean tracking.mlflow_uri?" in err
+    assert "`selfplay run --dry-run` prints every key" in err
+    # The method section offers the chosen method's keys, not another method's.
+    rc, _, err = probe(["run", "--set", "method=azr", "--set", "method.lemma_band=[0.2, 0.5]"], tmp_path)
+    assert rc == 2 and "did you mean" not in err
+    assert "the keys of method are name, advantage, task_types, references" in err
+    rc, _, err = probe(["run", "--set", "method.lemma_bnd=[0.2, 0.5]"], tmp_path)  # gasp, the default
+    assert rc == 2 and "did you mean method.lemma_band?" in err
+
+
+def test_help_names_every_registered_method(tmp_path):
+    from selfplay_core.methods import registered
+
+    out = subprocess.run([sys.executable, "-m", "selfplay_cli.main", "--help"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                                                      "COLUMNS": "300"})
+    assert out.returncode == 0
+    line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("run "))
+    assert sorted(line.split("method.name: ", 1)[1].split(", ")) == sorted(registered())

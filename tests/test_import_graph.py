@@ -144,3 +144,13 @@ def test_no_prefect_in_the_library():
                                     "selfplay_core.loop.driver"])
 def test_key_modules_are_in_the_graph(module):
     assert module in graph()
+
+
+def test_the_library_holds_and_imports_no_study_code():
+    """Studies (the learning study's runner, the lab's scripts) build on the library, never
+    the other way round."""
+    assert not (ROOT / PACKAGE / "study").exists()
+    bad = [f"{m}:{line} imports {n}" for m, path in modules().items()
+           for n, line in imported_names(m, path)
+           if n.split(".")[0] in ("selfplay_study", "benchmarks", "tools")]   # lab/: test_layout
+    assert not bad, bad

@@ -50,7 +50,7 @@ def test_a_folder_without_a_study_is_one_clear_error(tmp_path):
 def test_rows_with_the_same_checkpoint_and_seed_count_the_same(tmp_path):
     """Two arms whose rows are the committed checkpoint sampled with the same seeds: the
     re-evaluation must give both the same counts, and the file's ids in its order."""
-    from selfplay_core.study.protocol import Arm, Protocol
+    from selfplay_study.protocol import Arm, Protocol
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
     protocol = Protocol(arms=(Arm(name="base", label="start"), Arm(name="rlvr", label="RLVR", config="rlvr-tiny-cpu.yaml")),

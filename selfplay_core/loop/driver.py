@@ -25,7 +25,7 @@ from selfplay_core.checkpoints import (
 )
 from selfplay_core.checkpoints import prune as prune_checkpoints
 from selfplay_core.config import RunConfig, dump_config
-from selfplay_core.loop import timing
+from selfplay_core.loop import interrupt, timing
 from selfplay_core.loop.context import build_context, save_checkpoint
 from selfplay_core.methods import method_for
 from selfplay_core.output_paths import ensure_output_dir
@@ -132,7 +132,25 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
                  on_iteration: Callable[[int, dict], None] | None = None,
                  run_key: str | None = None) -> RunSummary:
     """Run (or with `resume`, continue) the self-play loop in `run_dir`. `run_key` names who runs
-    it (the flow passes its flow run id) and is saved in the state, see `started_by`."""
+    it (the flow passes its flow run id) and is saved in the state, see `started_by`. Armed by
+    the CLI, SIGINT / SIGTERM end it with RunInterrupted between stages (loop/interrupt.py)."""
+    with interrupt.trap():
+        return _run_selfplay(cfg, call=_deferring(call), run_dir=run_dir, resume=resume,
+                             executor=executor, model_dir=model_dir, on_iteration=on_iteration,
+                             run_key=run_key)
+
+
+def _deferring(call: Callable) -> Callable:
+    """`call`, with a signal that arrives during the stage acted on when the stage returns."""
+    def wrapped(name, fn, *args):
+        with interrupt.deferred():
+            return call(name, fn, *args)
+    return wrapped
+
+
+def _run_selfplay(cfg: RunConfig, *, call: Callable, run_dir: str | Path | None, resume: bool,
+                  executor, model_dir: str | Path | None,
+                  on_iteration: Callable[[int, dict], None] | None, run_key: str | None) -> RunSummary:
     run_dir = Path(run_dir or default_run_dir(cfg))
     state_path = run_dir / "state.json"
     if resume:
@@ -189,7 +207,8 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
                 call("evaluate_full", S.evaluate_full, ctx, base)
             call("goalposts", S.track_goalposts, ctx, "base", base)
             base.add(**{"buffer/size": 0})
-            _finish_iteration(ctx, tracker, base, heatmap, step=0, store=store)
+            with interrupt.deferred():
+                _finish_iteration(ctx, tracker, base, heatmap, step=0, store=store)
         for it in range(state.iteration, cfg.iterations):
             t0 = time.perf_counter()
             ilog = IterationLog()
@@ -217,9 +236,10 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
                                    "buffer/size": len(ctx.buffers),
                                    "buffer/diversity": ctx.buffers.diversity(),
                                    "teacher/entropy": S.entropy_of(ilog.proposals)})
-            _finish_iteration(ctx, tracker, ilog, heatmap, step, store=store)
-            for path, folder in method.artifacts(ctx):
-                tracker.log_artifact(path, folder)
+            with interrupt.deferred():  # an iteration is committed whole, once it got here
+                _finish_iteration(ctx, tracker, ilog, heatmap, step, store=store)
+                for path, folder in method.artifacts(ctx):
+                    tracker.log_artifact(path, folder)
             if on_iteration:
                 on_iteration(step, ilog.metrics)
         if store is not None:
@@ -227,7 +247,13 @@ def run_selfplay(cfg: RunConfig, *, call: Callable = direct, run_dir: str | Path
         if state.iteration >= cfg.iterations and not state.finished:
             state.finished = True
             save_state(state, state_path)
+        verdict = verdict_lines(state, cfg.eval.ks)
+        if verdict:  # the run's one-sentence answer, beside its metrics (a deployed run too)
+            tracker.set_tags({"verdict": "; ".join(verdict)})
         tracker.finish("FINISHED")
+    except interrupt.RunInterrupted:
+        tracker.finish("KILLED")
+        raise
     except BaseException:
         tracker.finish("FAILED")
         raise
@@ -335,7 +361,8 @@ def _log_pending(ctx: RunContext, tracker: RunTracker, heatmap: Path, resuming: 
         goalpost_heatmap(st.goalpost_rows, st.goalpost_labels, st.goalpost_ids, heatmap,
                          title=f"{ctx.config.method.name} seed {ctx.config.seed}: goalposts solved",
                          groups=goalpost_groups(ctx.goalposts), k=ctx.config.eval.goalpost_k,
-                         iterations=ctx.config.iterations)
+                         iterations=ctx.config.iterations, floor=st.goalpost_floor.get("floor"),
+                         floor_union=st.goalpost_floor.get("floor_union"))
         tracker.log_artifact(str(heatmap), "plots")
         # The matrix itself, so runs can be compared (union over seeds) without their state.
         tracker.log_text(json.dumps({"goalposts": st.goalpost_ids, "checkpoints": st.goalpost_labels,

@@ -57,10 +57,17 @@ from selfplay_core.rl.rollout import Rollout
 EstimatorName = Literal[tuple(ESTIMATORS)]  # type: ignore[valid-type]
 
 
+def _titled_by_name(schema: dict, cls) -> None:
+    """A form (the Prefect UI's run form) labels each method by its name, not its class."""
+    field = cls.model_fields.get("name")
+    if field is not None and isinstance(field.default, str):
+        schema["title"] = field.default
+
+
 class MethodConfig(BaseModel):
     """A method's own config section, `method:` in a run config; `name` selects the subclass."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_titled_by_name)
 
     name: str
     # How rollout rewards become advantages (rl.advantages.ESTIMATORS).

@@ -2,7 +2,7 @@
 teacher, or with the real teacher's unfaithful proposals taken out of the student's batch.
 
 They are *not methods*: nothing here is registered or selectable in a run config; the study
-harness (`selfplay_core.study`) builds them. The oracle decides what is proposed (oracle
+harness (`selfplay_study`) builds them. The oracle decides what is proposed (oracle
 curriculum) or what the student trains on (oracle filter) — never a reward: the oracle
 curriculum has no teacher rollouts at all, and the oracle filter leaves every teacher reward as
 the method computed it.

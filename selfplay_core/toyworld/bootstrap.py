@@ -182,15 +182,16 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
     t2 = time.time()
     bar = None
     if progress is True:
-        from tqdm import tqdm
+        from selfplay_core.progress import StepProgress
 
-        bar = tqdm(total=None, desc="pretrain", unit="step", file=sys.stderr, dynamic_ncols=True)
+        bar = StepProgress(None, "pretrain", "step")
 
         def progress(step, total, loss):
-            bar.total = total
-            bar.update(1)
+            if bar.total != total:
+                bar.set_total(total)
             if step % 10 == 0:
                 bar.set_postfix(loss=f"{loss:.3f}")
+            bar.update(1)
     losses = pretrain(model, ids, config.train_settings(), config.seed, tokenizer.pad_token_id,
                       progress=progress or None)
     times["train_s"] = time.time() - t2

@@ -11,6 +11,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 _PARAM_MAX = 6000  # MLflow's limit on a param value
+# An experiment of model training, not of GenAI apps: the kind MLflow's UI reads from this tag
+# where its workflow-type switch is off. MLflow 3.17's own UI has the switch on and ignores the
+# tag (the view comes from the link's `?workflowType=machine_learning`, else the browser's last
+# choice, else GenAI), so every link this project prints carries that parameter too.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -38,7 +43,8 @@ class RunTracker:
         self.tracking_uri = tracking_uri
         exp = self.client.get_experiment_by_name(experiment)
         exp_id = exp.experiment_id if exp else self.client.create_experiment(
-            experiment, artifact_location=artifact_location or artifacts_beside(tracking_uri))
+            experiment, artifact_location=artifact_location or artifacts_beside(tracking_uri),
+            tags=EXPERIMENT_TAGS)
         if run_id is None:
             run = self.client.create_run(exp_id, run_name=run_name, tags=tags or {})
             self.run_id = run.info.run_id

@@ -36,6 +36,12 @@ class HeatmapLayout:
     solved_last: int
     solved_union: int
     total: int
+    # Goalposts solved per column (None: not evaluated), the union's last.
+    solved_per_col: list[int | None] | None = None
+    # The start model's floor: goalposts it is expected to solve in a fresh draw of k samples
+    # (floor) and over all the run's checks (floor_union); None when not measured.
+    floor: float | None = None
+    floor_union: float | None = None
 
 
 def _step_of(label: str) -> int | None:
@@ -71,7 +77,8 @@ def goalpost_groups(problems) -> list[str]:
 def heatmap_layout(matrix: Sequence[Sequence[float | None]], checkpoints: Sequence[str],
                    goalposts: Sequence[str], *, groups: Sequence[str] | None = None,
                    k: int | None = None, iterations: int | None = None,
-                   max_timeline: int = 60) -> HeatmapLayout:
+                   max_timeline: int = 60, floor: float | None = None,
+                   floor_union: float | None = None) -> HeatmapLayout:
     """Lay the checkpoint x goalpost pass-rate matrix out for reading: goalposts as rows
     (grouped, in id order within a group), checkpoints as columns. With `iterations`, and when
     every label names its iteration, the columns are the whole timeline 0..iterations (at most
@@ -114,10 +121,13 @@ def heatmap_layout(matrix: Sequence[Sequence[float | None]], checkpoints: Sequen
             spans.append((group_of[j], i, 1))
     evaluated = [c for c, col in enumerate(by_col) if col is not None]
     solved_last = sum(1 for row in cells if evaluated and row[evaluated[-1]] == SOLVED)
+    per_col = [None if col is None else sum(1 for row in cells if row[c] == SOLVED)
+               for c, col in enumerate(by_col)]
+    union = sum(1 for row in cells if row[-1] == SOLVED)
     return HeatmapLayout(row_labels=_short_ids([goalposts[j] for j in order]), groups=spans,
                          col_labels=cols + [UNION], cells=cells, passes=passes,
-                         solved_last=solved_last,
-                         solved_union=sum(1 for row in cells if row[-1] == SOLVED), total=n)
+                         solved_last=solved_last, solved_union=union, total=n,
+                         solved_per_col=per_col + [union], floor=floor, floor_union=floor_union)
 
 
 def _group_key(label: str):
@@ -138,7 +148,12 @@ def draw_goalpost_heatmap(layout: HeatmapLayout, title: str = "Goalposts solved"
     cells = np.asarray(layout.cells, dtype=float).reshape(nr, nc)
     width = min(24.0, 3.2 + 0.34 * nc + 2.6)
     height = min(30.0, 1.9 + 0.24 * max(nr, 4))
-    fig, ax = plt.subplots(figsize=(width, height), dpi=110)
+    floor = layout.floor is not None
+    if floor:  # a strip under the matrix: goalposts solved per column against the floor
+        fig, (ax, strip) = plt.subplots(2, 1, figsize=(width, height + 1.4), dpi=110, sharex=True,
+                                        gridspec_kw={"height_ratios": [max(nr, 4), 4.5], "hspace": 0.08})
+    else:
+        fig, ax = plt.subplots(figsize=(width, height), dpi=110)
     cmap = ListedColormap([CATEGORY_COLOURS[c] for c in (NOT_EVALUATED, UNSOLVED, SOLVED)])
     ax.imshow(cells, cmap=cmap, vmin=-0.5, vmax=2.5, aspect="auto", interpolation="nearest")
     for r in range(nr):  # hatch "not evaluated" so it never reads as a blank "unsolved"
@@ -178,20 +193,49 @@ def draw_goalpost_heatmap(layout: HeatmapLayout, title: str = "Goalposts solved"
                      label="not evaluated at this iteration")]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8,
               frameon=False, borderaxespad=0)
-    ax.set_title(f"{title}\nlast checkpoint: {layout.solved_last} of {layout.total} solved; "
-                 f"union: {layout.solved_union} of {layout.total}", fontsize=10, pad=28)
+    against = (f" (floor {layout.floor:.2f})", f" (floor {layout.floor_union:.2f})") if floor else ("", "")
+    ax.set_title(f"{title}\nlast checkpoint: {layout.solved_last} of {layout.total} solved{against[0]}; "
+                 f"union: {layout.solved_union} of {layout.total}{against[1]}", fontsize=10, pad=28)
+    if floor:
+        _draw_floor(strip, layout, k)
     return fig
+
+
+def _draw_floor(ax, layout: HeatmapLayout, k: int | None) -> None:
+    """Bars: goalposts solved per checkpoint and in the union; dashed: the start model's floor,
+    what it solves by chance in the same samples (k per checkpoint; all checks' for the union).
+    Bars at the floor are no gain, however green the cells above them."""
+    nc = len(layout.col_labels)
+    per_col = layout.solved_per_col or []
+    xs = [c for c, v in enumerate(per_col) if v is not None]
+    ax.bar(xs, [per_col[c] for c in xs], width=0.6,
+           color=[CATEGORY_COLOURS[SOLVED]] * len(xs), label="goalposts solved")
+    ks = f"{k} samples" if k else "k samples"
+    ax.hlines(layout.floor, -0.5, nc - 1.5, colors="#d62728", linestyles="--", linewidth=1.8,
+              label=f"floor {layout.floor:.2f}: expected solved by the start model itself in a fresh "
+                    f"draw of {ks}")
+    union_floor = layout.floor_union if layout.floor_union is not None else layout.floor
+    ax.hlines(union_floor, nc - 1.5, nc - 0.5, colors="#d62728", linestyles=":", linewidth=1.8,
+              label=f"union floor {union_floor:.2f}: the same over all the run's checks")
+    ax.axvline(nc - 1.5, color="#333333", linewidth=2.5)
+    top = max([v for v in per_col if v is not None] + [layout.floor, union_floor, 1.0])
+    ax.set_ylim(0, top * 1.15)
+    ax.set_ylabel("solved", fontsize=8)
+    ax.tick_params(labelsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False, borderaxespad=0)
 
 
 def goalpost_heatmap(matrix: Sequence[Sequence[float | None]], checkpoints: Sequence[str],
                      goalposts: Sequence[str], path: str | Path, title: str = "Goalposts solved",
                      *, groups: Sequence[str] | None = None, k: int | None = None,
-                     iterations: int | None = None) -> Path:
+                     iterations: int | None = None, floor: float | None = None,
+                     floor_union: float | None = None) -> Path:
     """The checkpoint x goalpost matrix (rows = checkpoints in training order, values = pass
     rate over k samples) as a PNG a person reads at a glance: see `heatmap_layout` and
     `draw_goalpost_heatmap`."""
     plt = _plt()
-    layout = heatmap_layout(matrix, checkpoints, goalposts, groups=groups, k=k, iterations=iterations)
+    layout = heatmap_layout(matrix, checkpoints, goalposts, groups=groups, k=k, iterations=iterations,
+                            floor=floor, floor_union=floor_union)
     fig = draw_goalpost_heatmap(layout, title=title, k=k)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

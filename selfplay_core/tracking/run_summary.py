@@ -77,42 +77,84 @@ def _compare(name: str, start: float, end: float, samples: int | None) -> str:
     return f"{text}: {'higher' if delta > 0 else 'lower' if delta < 0 else 'the same'}."
 
 
+def table_legend(columns: Sequence[str], verdict: bool = False) -> list[str]:
+    """What the table's less obvious columns mean, printed under it (`verdict`: the run has one)."""
+    lines = []
+    if any(c.startswith("eval/all/") for c in columns):
+        lines.append("eval/all: the in-loop evaluation (a fixed subset of the held-out problems): a "
+                     "progress signal" + ("; the verdict below, on all of them, is the answer."
+                                          if verdict else "."))
+    if any(c.startswith("goalposts/floor") for c in columns):
+        lines.append("floor: goalposts the start model itself is expected to solve in a fresh draw "
+                     "of k samples (floor_union: over all the run's checks), the chance level that "
+                     "solved (solved_union) must beat to show learning.")
+    return lines
+
+
 def describe_run(history: Sequence[dict], *, samples_per_eval: int | None = None,
-                 method: str | None = None) -> list[str]:
-    """Sentences on how the run went against its start (step 0): held-out pass@1 and pass@k
-    (with a 2-standard-error band when `samples_per_eval` = problems x samples is known), the
-    best evaluation, goalposts solved at the end and by any checkpoint; then where docs/results.md
+                 method: str | None = None, verdict: Sequence[str] = (),
+                 in_loop: str | None = None) -> list[str]:
+    """Sentences on how the run went against its start (step 0). With `verdict` (one line per k:
+    the whole held-out set at the start and the end, paired), the verdict is the only judgement
+    of held-out pass@k: the in-loop evaluation (`in_loop` says what it is, e.g. "60 problems x 8
+    samples, each iteration") is given as numbers, so no two lines can disagree. Without one, the
+    in-loop figures are judged (a 2-standard-error band when `samples_per_eval` = problems x
+    samples is known). Then the goalposts against the start model's floor, and where docs/results.md
     reports what such runs do."""
     evals = [h for h in history if "eval/all/pass@1" in h]
     lines = []
     who = f"{method} run" if method else "run"
+    label = f"in-loop held-out evaluation ({in_loop})" if in_loop else "in-loop held-out evaluation"
     if len(evals) < 2 or evals[0]["step"] != 0:
         lines.append(f"How the {who} went: fewer than two held-out evaluations (start and end), "
                      "nothing to compare.")
     else:
         first, last = evals[0], evals[-1]
-        lines.append(f"How the {who} went against its start checkpoint (held-out tasks, "
-                     f"{last['step']} iterations):")
-        lines.append("  " + _compare("held-out pass@1", first["eval/all/pass@1"],
-                                     last["eval/all/pass@1"], samples_per_eval))
+        lines.append(f"How the {who} went against its start checkpoint ({last['step']} iterations):")
         k = largest_k(history)
-        key = f"eval/all/pass@{k}"
-        if k is not None and key in first and key in last:
-            # pass@k's noise is not binomial in the sample count; give the numbers only.
-            lines.append("  " + _compare(f"held-out pass@{k}", first[key], last[key], None))
+        keys = ["eval/all/pass@1"] + ([f"eval/all/pass@{k}"] if k is not None else [])
+        keys = [key for key in keys if key in first and key in last]
+        if verdict:
+            lines.append("  verdict (the whole held-out set, start and end checkpoints, paired; one per k):")
+            lines += [f"    {v}" for v in verdict]
+            moves = ", ".join(f"{key.rsplit('/', 1)[1]} {first[key]:.3f} -> {last[key]:.3f} "
+                              f"({last[key] - first[key]:+.3f})" for key in keys)
+            lines.append(f"  {label}, the table's eval/all columns: {moves}; a progress signal "
+                         "on fewer problems, not a second verdict.")
+        else:
+            lines.append("  " + _compare(f"{label}, pass@1", first["eval/all/pass@1"],
+                                         last["eval/all/pass@1"], samples_per_eval))
+            if len(keys) > 1:
+                # pass@k's noise is not binomial in the sample count; give the numbers only.
+                lines.append("  " + _compare(f"{label}, pass@{k}", first[keys[1]], last[keys[1]], None))
         best = max(evals, key=lambda h: h["eval/all/pass@1"])
         if best is not last and best["step"] != 0:
-            lines.append(f"  best held-out pass@1: {best['eval/all/pass@1']:.3f} at iteration "
+            lines.append(f"  best in-loop pass@1: {best['eval/all/pass@1']:.3f} at iteration "
                          f"{best['step']} (the run keeps its last checkpoint).")
-    gps = [h for h in history if "goalposts/solved" in h]
-    if gps:
-        total = next((int(h["goalposts/total"]) for h in reversed(gps) if "goalposts/total" in h), None)
-        of = f" of {total}" if total else ""
-        start, end = int(gps[0]["goalposts/solved"]), int(gps[-1]["goalposts/solved"])
-        union = int(gps[-1].get("goalposts/solved_union", end))
-        lines.append(f"  goalposts (tasks the start model never solved in k samples): {start}{of} "
-                     f"solved at the start, {end}{of} by the last checkpoint, {union}{of} by any "
-                     "checkpoint (union).")
+    lines += _goalposts(history)
     lines.append(f"  What such runs do on the embedded default, measured over seeds, and why: "
                  f"{LEARNING_STUDY}.")
+    return lines
+
+
+def _goalposts(history: Sequence[dict]) -> list[str]:
+    """Goalposts solved at the start, at the end and by any checkpoint, against the floor: what
+    the start model itself solves by chance in the same number of samples."""
+    gps = [h for h in history if "goalposts/solved" in h]
+    if not gps:
+        return []
+    total = next((int(h["goalposts/total"]) for h in reversed(gps) if "goalposts/total" in h), None)
+    of = f" of {total}" if total else ""
+    start, end = int(gps[0]["goalposts/solved"]), int(gps[-1]["goalposts/solved"])
+    union = int(gps[-1].get("goalposts/solved_union", end))
+    lines = [f"  goalposts (tasks the start model never solved in k samples): {start}{of} solved at "
+             f"the start, {end}{of} by the last checkpoint, {union}{of} by any checkpoint (union)."]
+    floor = next((h for h in reversed(gps) if "goalposts/floor" in h), None)
+    if floor is not None:
+        f1 = floor["goalposts/floor"]
+        fu = floor.get("goalposts/floor_union", f1)
+        where = "above" if union > fu else "not above"
+        lines.append(f"  floor: the start model itself is expected to solve {f1:.2f} of them in a "
+                     f"fresh draw of k samples and {fu:.2f} over all the run's checks, by chance "
+                     f"alone; the union's {union} is {where} that floor.")
     return lines

@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 MAKE = shutil.which("make")
 PROVIDES = {"bubblewrap": ["bwrap"], "radosgw": ["radosgw", "radosgw-admin"],
             "ceph-mon": ["ceph-mon", "monmaptool", "ceph"], "ceph-osd": ["ceph-osd"],
-            "docker-compose": ["docker-compose"]}
-ALL_TEST_PACKAGES = "bubblewrap radosgw ceph-mon ceph-osd docker-compose"
+            "docker-compose": ["docker-compose"], "chromium": ["chromium"]}
+ALL_TEST_PACKAGES = "bubblewrap radosgw ceph-mon ceph-osd docker-compose chromium"
 
 
 def _script(path: Path, body: str) -> None:

@@ -287,3 +287,49 @@ def test_readme_trigger_commands_work_as_written(prefect_server, tmp_path):
             assert fr.state.is_scheduled(), name
     finally:
         asyncio.run(_delete_flow_runs(api, ids))
+
+
+def test_a_deployed_run_checks_its_endpoints_first(prefect_server, tmp_path):
+    """A nightly run whose MLflow server does not answer (a port nothing listens on) ends Failed
+    at its start, its state and its log naming the key and the URL (one line per attempt: the
+    flow's retry checks again), and no attempt made a run folder."""
+    from prefect.client.orchestration import PrefectClient
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    api, env = prefect_server["api"], prefect_server["env"]
+    out = subprocess.run([sys.executable, "-m", "selfplay_cli.main", "deploy", "--api-url", api],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    url = f"http://127.0.0.1:{_free_port()}"
+    config = small_selfplay_config(tmp_path)
+    config["tracking"]["mlflow_uri"] = url
+
+    async def trigger():
+        async with PrefectClient(api) as client:
+            dep = await client.read_deployment_by_name("selfplay/nightly")
+            return (await client.create_flow_run_from_deployment(dep.id, parameters={"config": config})).id
+
+    run_id = asyncio.run(trigger())
+    worker = prefect_server["procs"].start(
+        "prefect worker", [sys.executable, "-m", "prefect", "worker", "start", "--pool",
+                           "selfplay-local", "--run-once"], env, tmp_path / "worker.log", cwd=tmp_path)
+    try:
+        worker.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        pass
+
+    async def outcome():
+        async with PrefectClient(api) as client:
+            fr = await client.read_flow_run(run_id)
+            logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+            return fr, [entry.message for entry in logs]
+
+    fr, logs = asyncio.run(outcome())
+    line = f"tracking.mlflow_uri = {url} does not answer"
+    worker_log = (tmp_path / "worker.log").read_text(errors="replace")[-3000:]
+    assert fr.state.is_failed() and line in fr.state.message, f"{fr.state}\n{worker_log}"
+    ours = [m for m in logs if m.startswith(line)]
+    assert len(ours) == fr.run_count and all("\n" not in m for m in ours), logs
+    # (Prefect's engine then logs "Engine execution exited with unexpected exception" and a
+    # traceback of its own for any Failed flow run in a worker; not ours to change.)
+    assert not (tmp_path / "runs" / "deployed").exists()

@@ -84,3 +84,19 @@ def test_two_gasp_iterations_through_the_prefect_flow(prefect_server, tmp_path):
     assert samples
     st = json.loads((Path(result["run_dir"]) / "state.json").read_text())
     assert st["iteration"] == 2 and len(st["goalpost_rows"]) == 3
+
+    # The verdict, one sentence per k, is a tag of the run and a line of the flow run's log (a
+    # deployed run has no terminal to print it on); the experiment is of the ML kind.
+    verdict = run.data.tags["verdict"].split("; ")
+    assert [v.split(" ", 2)[:2] for v in verdict] == [["held-out", "pass@1"], ["held-out", "pass@2"]]
+    assert client.get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+
+    async def flow_log():
+        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+        async with get_client() as client:
+            logs = await client.read_logs(log_filter=LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[state.state_details.flow_run_id])))
+            return [entry.message for entry in logs]
+
+    assert [m for m in asyncio.run(flow_log()) if m.startswith("verdict: ")] == [f"verdict: {v}" for v in verdict]

@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from selfplay_cli import study
-from selfplay_core.study.protocol import default_protocol
+from selfplay_study.protocol import default_protocol
 
 
 def _args(*argv: str):

@@ -14,9 +14,9 @@ import pytest
 
 from selfplay_cli import study
 from selfplay_cli._common import CLIError
-from selfplay_core.study import runner
-from selfplay_core.study.merge import MergeError, merge_into
-from selfplay_core.study.protocol import Arm, FinalEval, Protocol, saved_protocol
+from selfplay_study import runner
+from selfplay_study.merge import MergeError, merge_into
+from selfplay_study.protocol import Arm, FinalEval, Protocol, saved_protocol
 
 BASE = Arm(name="base", label="start")
 RLVR = Arm(name="rlvr", label="RLVR", config="x.yaml")

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from selfplay_core.study.protocol import default_protocol
-from selfplay_core.study.runner import arm_config
+from selfplay_study.protocol import default_protocol
+from selfplay_study.runner import arm_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 PROTO = default_protocol()

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from selfplay_core.study import report
-from selfplay_core.study.final_eval import summarize
-from selfplay_core.study.protocol import Arm, FinalEval, Protocol
+from selfplay_study import report
+from selfplay_study.final_eval import summarize
+from selfplay_study.protocol import Arm, FinalEval, Protocol
 
 
 def _eval(hits: int, heldout_c: list[int], total_gp: int = 4):
@@ -151,7 +151,7 @@ def test_an_arm_with_nothing_to_compare_with_says_so():
 def test_the_report_names_its_budget_against_make_runs():
     """A study at another budget than `make run`'s 12 iterations says so instead of calling its
     budget `make run`'s."""
-    from selfplay_core.study.runner import study_markdown
+    from selfplay_study.runner import study_markdown
     rows = report.arm_rows(_protocol(), _results())
     at_12 = _protocol().model_copy(update={"iterations": 12})
     at_24 = _protocol().model_copy(update={"iterations": 24})

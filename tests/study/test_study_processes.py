@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from selfplay_core.study.protocol import STUDY_COMMON, Arm, FinalEval, Protocol
+from selfplay_study.protocol import STUDY_COMMON, Arm, FinalEval, Protocol
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def _protocol() -> Protocol:
 
 
 def _study(out: str, log_path: str) -> None:
-    from selfplay_core.study import runner
+    from selfplay_study import runner
 
     lines = []
     rep = runner.run_study(_protocol(), out, configs_dir=ROOT / "configs", log=lines.append, workers=1)
@@ -95,7 +95,7 @@ def test_claims_respect_the_living_and_take_over_from_the_dead(tmp_path):
     import subprocess
     import sys
 
-    from selfplay_core.study.runner import claim
+    from selfplay_study.runner import claim
 
     mine = claim(tmp_path, "rlvr-s0")
     assert mine is not None and mine.read_text() == f"{socket.gethostname()} {os.getpid()}"

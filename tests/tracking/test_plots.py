@@ -111,3 +111,26 @@ def test_heatmap_png_grows_with_the_goalposts_and_keeps_readable_rows(tmp_path):
 def test_curves_png(tmp_path):
     p = curves({"gasp": [(0, 0.1), (1, 0.3)], "rlvr": [(0, 0.1), (1, 0.2)]}, tmp_path / "c.png", "pass@1")
     assert png_size(p)[0] > 100
+
+
+def test_the_floor_is_drawn_under_the_matrix_against_the_goalposts_solved():
+    """A run whose start model solves 1.25 goalposts by chance (5.0 over all its checks): the
+    figure draws both levels as lines beside bars of the goalposts solved per checkpoint, so a
+    green cell never reads as a gain on its own."""
+    lay = heatmap_layout(MATRIX, LABELS, IDS, groups=GROUPS, k=8, iterations=4, floor=1.25, floor_union=5.0)
+    # Solved per column, from the matrix above: 0 at 0, 1 at 2, 1 at 4, union 2; 1 and 3 not evaluated.
+    assert lay.solved_per_col == [0, None, 1, None, 1, 2]
+    fig = draw_goalpost_heatmap(lay, title="gasp seed 0: goalposts solved", k=8)
+    heat, strip = fig.axes
+    assert "last checkpoint: 1 of 3 solved (floor 1.25); union: 2 of 3 (floor 5.00)" in heat.get_title()
+    assert [round(b.get_height()) for b in strip.patches] == [0, 1, 1, 2]
+    assert [round(b.get_x() + b.get_width() / 2) for b in strip.patches] == [0, 2, 4, 5]
+    floors = {}
+    for coll in strip.collections:  # the dashed floor lines: (y, x from, x to)
+        (a, b), = [seg.tolist() for seg in coll.get_segments()]
+        floors[round(a[1], 2)] = (a[0], b[0])
+    assert floors == {1.25: (-0.5, 4.5), 5.0: (4.5, 5.5)}  # the timeline, then the union column
+    assert [t.get_text().split(":")[0] for t in strip.get_legend().get_texts()] == [
+        "floor 1.25", "union floor 5.00", "goalposts solved"]
+    import matplotlib.pyplot as plt
+    plt.close(fig)

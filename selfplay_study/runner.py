@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from selfplay_core.study.final_eval import evaluate_checkpoint
-from selfplay_core.study.protocol import Arm, Protocol
-from selfplay_core.study import report
+from selfplay_study.final_eval import evaluate_checkpoint
+from selfplay_study.protocol import Arm, Protocol
+from selfplay_study import report
 
 
 class StudyError(ValueError):
@@ -88,7 +88,7 @@ def _prepare_tracking(protocol: Protocol, out: Path) -> None:
     """Create the runs' MLflow store and experiment once, so that study processes starting together do
     not race to create the same tables or experiment (a given MLFLOW_TRACKING_URI is a server's
     business)."""
-    from selfplay_core.tracking.mlflow_run import resolve_tracking
+    from selfplay_core.tracking.mlflow_run import EXPERIMENT_TAGS, resolve_tracking
 
     uri, artifacts = resolve_tracking(None, str(out / "runs"))
     if uri.startswith("sqlite:"):
@@ -96,7 +96,7 @@ def _prepare_tracking(protocol: Protocol, out: Path) -> None:
 
         client = MlflowClient(tracking_uri=uri)
         if client.get_experiment_by_name(protocol.name) is None:
-            client.create_experiment(protocol.name, artifact_location=artifacts)
+            client.create_experiment(protocol.name, artifact_location=artifacts, tags=EXPERIMENT_TAGS)
 
 
 def claim(out: Path, name: str) -> Path | None:
@@ -234,7 +234,7 @@ def run_diagnostics(cfg, run_id: str | None, keys: tuple[str, ...]) -> dict[str,
         return {}
     from mlflow.tracking import MlflowClient
 
-    from selfplay_core.tracking.mlflow_run import resolve_tracking
+    from selfplay_core.tracking.mlflow_run import EXPERIMENT_TAGS, resolve_tracking
 
     client = MlflowClient(tracking_uri=resolve_tracking(cfg.tracking.mlflow_uri, cfg.out_dir)[0])
     return {k: [[m.step, m.value] for m in sorted(client.get_metric_history(run_id, k),

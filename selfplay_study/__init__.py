@@ -1,4 +1,4 @@
-"""The learning study (issue 17, DESIGN §5): a pre-registered protocol of arms x seeds on one
+"""The learning study (docs/design.md, the toy world): a pre-registered protocol of arms x seeds on one
 budget, a final evaluation strong enough to separate arms (goalpost hits at large k against the
 start checkpoint's floor; held-out pass@k by depth on the whole split), and its table, figure,
 markdown and MLflow run. `selfplay study` runs it; docs/results.md holds its

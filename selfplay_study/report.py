@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from selfplay_core.study.final_eval import summarize
-from selfplay_core.study.protocol import Protocol
+from selfplay_study.final_eval import summarize
+from selfplay_study.protocol import Protocol
 
 def metrics(ks=(1, 8)) -> list[tuple[str, str, str]]:
     """(key, column header, format) of the table's columns."""

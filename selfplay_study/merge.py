@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from selfplay_core.study.protocol import Arm, NotAStudyFolder, Protocol, saved_protocol
+from selfplay_study.protocol import Arm, NotAStudyFolder, Protocol, saved_protocol
 
 
 class MergeError(ValueError):

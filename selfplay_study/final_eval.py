@@ -13,7 +13,7 @@ from pathlib import Path
 from selfplay_core.engines.base import SamplingParams
 from selfplay_core.evaluation.passk import mean_pass_at_k
 from selfplay_core.solve import solve
-from selfplay_core.study.protocol import FinalEval
+from selfplay_study.protocol import FinalEval
 
 
 def evaluate_checkpoint(model_dir: str | Path, goalposts, heldout, executor, settings: FinalEval,
