@@ -299,7 +299,9 @@ def bwrap_problem() -> str | None:
 
 
 def _namespace_args() -> list[str]:
-    args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+    # --as-pid-1: the worker's zygote is pid 1 of the namespace, which the worker's kill(-1)
+    # of a job's processes spares (see worker._zygote).
+    args = ["--unshare-ipc", "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     if os.geteuid() != 0:
         args.insert(0, "--unshare-user")

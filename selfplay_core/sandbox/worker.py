@@ -348,8 +348,16 @@ def _flush():
         data = data[os.write(1, data):]
 
 
+def _scratch_path(job_id):
+    return os.path.join(_SCRATCH_ROOT, "job-%d" % job_id)
+
+
+def _input_path(job_id):
+    return os.path.join(_SCRATCH_ROOT, "input-%d" % job_id)
+
+
 def _make_scratch(job_id):
-    path = os.path.join(_SCRATCH_ROOT, "job-%d" % job_id)
+    path = _scratch_path(job_id)
     if os.path.lexists(path):
         _remove_tree(path)
     os.mkdir(path, 0o700)
@@ -434,25 +442,17 @@ def _kill_all(child_pid):
                 os.kill(-1, signal.SIGKILL)
             finally:
                 os._exit(0)
+        os.waitpid(pid, 0)
 
 
 def _reap():
-    """Wait for every killed process to be gone. False if one is still there after 5 s (the
-    worker then exits and is replaced)."""
-    import time
-    end = None
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return True
-        if pid == 0:
-            now = time.monotonic()
-            if end is None:
-                end = now + 5.0
-            elif now > end:
-                return False
-            time.sleep(0.0001)
+    """Wait for every killed process to be gone (the zygote reaps them: it is their parent
+    or, as pid 1 or subreaper, the parent of their orphans). False if one is still there
+    after 5 s (the worker then exits and is replaced)."""
+    try:
+        return _zy(b"R") == b"D1"
+    except OSError:
+        return False
 
 
 def _sweep(child_pid):
@@ -488,15 +488,19 @@ def _poll_abort(job_id, timeout):
     other jobs (already finished) are dropped."""
     line = _ctrl_line(timeout)
     while line is not None:
-        try:
-            msg = json.loads(line)
-        except ValueError:
+        if line.startswith(b'{"op": "run"'):
             msg = None
+            _queued.append(line)  # parsed when it runs
+        else:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                msg = None
         if type(msg) is dict:
             if msg.get("op") == "abort" and msg.get("id") == job_id:
                 return True
             if msg.get("op") == "run":
-                _queued.append(msg)
+                _queued.append(line)
         line = _ctrl_line(0) if b"\n" in _ctrl[0] else None
     return False
 
@@ -527,10 +531,9 @@ def _run_delay(pid):
             with open("/proc/%d/task/%s/children" % (pid, tid), "rb") as f:
                 if f.read().strip():
                     return None
-        me = os.getpid()
-        with open("/proc/%d/task/%d/children" % (me, me), "rb") as f:
-            if f.read().split() != [b"%d" % pid]:
-                return None  # an orphan of the job was handed to us
+        with open("/proc/%d/task/%d/children" % (_ZPID, _ZPID), "rb") as f:
+            if sorted(f.read().split()) != sorted([b"%d" % pid, b"%d" % os.getpid()]):
+                return None  # an orphan of the job was handed to the zygote
         with open("/proc/%d/schedstat" % pid, "rb") as f:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
@@ -756,10 +759,9 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
             if exited is None and (pfd < 0 or pfd in ready or eof):
                 if pfd in ready and credit_wanted(now):
                     state.waited = _run_delay(pid) or 0.0  # readable until reaped
-                p, st, ru = os.wait4(pid, os.WNOHANG)
-                if p:
-                    exited = st
-                    cpu_now[0] = ru.ru_utime + ru.ru_stime
+                waited = _zy_wait(pid, False)
+                if waited is not None:
+                    exited, cpu_now[0] = waited
                 elif eof and pfd < 0:
                     time.sleep(0.0002)
                 continue
@@ -793,25 +795,160 @@ def _exit_end(state, exited):
     return end
 
 
-def _fork_child(job, scratch, in_path, body):
+def _fork_child(job, test):
+    """A fresh child for `job` (its test `test` in stdin mode), forked by the zygote, which
+    never held a job: the child's memory holds its own job, read from a pipe, and nothing
+    else of this worker (queued jobs, earlier jobs, protocol state)."""
+    import select
+    import socket
+    import time
+    jr, jw = os.pipe()
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # ---- child
-        status = 0
-        try:
-            os.close(r)
+    try:
+        socket.send_fds(_ZSOCK, [b"F"], [jr, w])
+        reply = _ZSOCK.recv(64)
+    finally:
+        os.close(jr)
+        os.close(w)
+    if reply[:1] != b"P":
+        os.close(jw)
+        os.close(r)
+        raise OSError("the zygote could not fork a child: %r" % reply[:60])
+    pid = int(reply[1:])
+    # The child reads its job before anything else (trusted code); it cannot block us for
+    # longer than a set-up window.
+    data = memoryview(b"%d\n" % test + job["_raw"])
+    os.set_blocking(jw, False)
+    end = time.monotonic() + _START_S
+    try:
+        while data:
             try:
-                _confine(job, scratch, w, in_path)
-            except BaseException as e:
-                _line(w, b"H " + _ename(e) + b": " + _clean(e))
-                os._exit(0)
-            _line(w, b"S")
-            status = body(job, w) or 0
-        except BaseException:
-            status = 1
-        os._exit(status)
-    os.close(w)
+                data = data[os.write(jw, data[:1 << 20]):]
+            except BlockingIOError:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break  # the child is stuck: its start window says so
+                select.select([], [jw], [], left)
+    except BrokenPipeError:
+        pass  # the child died: _watch reports it
+    finally:
+        os.close(jw)
     return pid, r
+
+
+def _child_main(job_fd, out_fd):
+    """A child, just forked by the zygote: read its job, confine itself, run it."""
+    status = 0
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(job_fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(job_fd)
+        head, _, raw = b"".join(chunks).partition(b"\n")
+        del chunks
+        job = json.loads(raw)
+        del raw
+        call = job["mode"] == "call"
+        try:
+            _confine(job, _scratch_path(job["id"]), out_fd,
+                     None if call else _input_path(job["id"]))
+        except BaseException as e:
+            _line(out_fd, b"H " + _ename(e) + b": " + _clean(e))
+            os._exit(0)
+        _line(out_fd, b"S")
+        status = (_child_call if call else _child_stdin)(job, out_fd) or 0
+    except BaseException:
+        status = 1
+    os._exit(status)
+
+
+# --------------------------------------------------------------------------------------------
+# The zygote: the worker's first process. It loads what children need, then forks the
+# worker (which speaks to the parent) and from then on only forks children, waits for them
+# and reaps what a job leaves. It never reads a job, so what it forks is clean. It is pid 1
+# of the sandbox's pid namespace (bwrap --as-pid-1, docker), which kill(-1) spares.
+# --------------------------------------------------------------------------------------------
+
+_ZSOCK = None  # the worker's end of its socket to the zygote
+_ZPID = None   # the zygote's pid, as the worker sees it
+
+
+def _zy(msg):
+    _ZSOCK.send(msg)
+    return _ZSOCK.recv(64)
+
+
+def _zy_wait(pid, block):
+    """(wait status, CPU seconds) of child `pid` once it has exited, else None."""
+    reply = _zy(b"%s%d" % (b"W" if block else b"w", pid))
+    if reply[:1] != b"S":
+        return None
+    st, cpu = reply[1:].split()
+    return int(st), float(cpu)
+
+
+def _zygote(sock, worker_pid):
+    import socket
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 64, 2)
+        except OSError:
+            os._exit(0)
+        if not msg:
+            os._exit(0)  # the worker is gone: so is this sandbox
+        op = msg[:1]
+        if op == b"F" and len(fds) == 2:
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                _child_main(fds[0], fds[1])
+            reply = b"P%d" % pid
+        elif op in (b"W", b"w"):
+            try:
+                p, st, ru = os.wait4(int(msg[1:]), 0 if op == b"W" else os.WNOHANG)
+                reply = b"S%d %.9f" % (st, ru.ru_utime + ru.ru_stime) if p else b"N"
+            except (ChildProcessError, ValueError):
+                reply = b"X"
+        elif op == b"R":
+            reply = b"D1" if _reap_all(worker_pid) else b"D0"
+        else:
+            reply = b"?"
+        for fd in fds:
+            os.close(fd)
+        try:
+            sock.send(reply)
+        except OSError:
+            os._exit(0)
+
+
+def _reap_all(worker_pid):
+    """Reap every process a job left (killed by the worker) until the worker is this
+    process's only child. False if one is still there after 5 s."""
+    import time
+    end = time.monotonic() + 5.0
+    me = os.getpid()
+    while True:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                os._exit(0)
+            if pid == worker_pid:
+                os._exit(0)
+            if pid == 0:
+                break
+        try:
+            with open("/proc/self/task/%d/children" % me, "rb") as f:
+                if f.read().split() == [b"%d" % worker_pid]:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.0001)
 
 
 def _run_job(job):
@@ -830,7 +967,7 @@ def _run_job(job):
     try:
         if job["mode"] == "call":
             state = _Call(job, relay)
-            pid, r = _fork_child(job, scratch, None, _child_call)
+            pid, r = _fork_child(job, 0)
             try:
                 res, exited, _, _ = _watch(pid, r, job, deadline_at, state, cap)
             finally:
@@ -863,7 +1000,7 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
     """One child per test, each in a fresh scratch dir. A test whose program raised or exited
     non-zero is reported and the next one runs; any other failure ends the job there."""
     job_id = job["id"]
-    in_path = os.path.join(_SCRATCH_ROOT, "input-%d" % job_id)
+    in_path = _input_path(job_id)
     end = {"status": "done"}
     clean = True
     credit = 0.0  # run-queue waits of earlier tests' children, credited to the deadline
@@ -880,7 +1017,7 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
             with open(in_path, "w") as f:
                 f.write(text)
             state = _Stdin(job)
-            pid, r = _fork_child(job, scratch, in_path, _child_stdin)
+            pid, r = _fork_child(job, i)
             try:
                 res, exited, t_end, c_end = _watch(pid, r, job, deadline_at, state, cap, credit,
                                                    lambda now: now > half_deadline)
@@ -1008,22 +1145,46 @@ def main(argv):
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     os.makedirs(_SCRATCH_ROOT, mode=0o755, exist_ok=True)
     # Objects that exist now are never collected: a child's garbage collections then do not
-    # touch (and copy) the worker's pages.
+    # touch (and copy) these pages.
     gc.collect()
     gc.freeze()
+    _split(hash_seed)
+
+
+def _split(hash_seed):
+    """This process becomes the zygote; its child becomes the worker, which alone reads the
+    parent's jobs (see _zygote)."""
+    global _ZSOCK, _ZPID
+    import socket
+    zsock, wsock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid:
+        wsock.close()
+        # The parent's pipes are the worker's alone; children get their own fds 0-2.
+        null = os.open("/dev/null", os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        _zygote(zsock, pid)
+        os._exit(0)
+    zsock.close()
+    _ZSOCK, _ZPID = wsock, zygote
     _send(b"READY " + json.dumps({
-        "pid": os.getpid(), "uid": _UID, "isolation": _ISOLATION,
+        "pid": os.getpid(), "zygote": zygote, "uid": _UID, "isolation": _ISOLATION,
         "python": sys.version.split()[0], "seccomp": _SECCOMP is not None, "memcg": _MEMCG,
         "hash_seed": hash_seed}).encode())
     while True:
         if _queued:
-            job = _queued.pop(0)
+            line = _queued.pop(0)
         else:
-            try:
-                job = json.loads(_ctrl_line(None))
-            except ValueError:
-                continue
+            line = _ctrl_line(None)
+        try:
+            job = json.loads(line)
+        except ValueError:
+            continue
         if type(job) is dict and job.get("op") == "run":
+            job["_raw"] = line
             try:
                 _run_job(job)
             except Exception as e:  # a bug here must not take the worker down silently
