@@ -60,6 +60,7 @@ class RunResult:
     harness_error: bool = False
     error_names: list[str | None] = field(default_factory=list)  # exception type per test
     cpu_times: list[float] = field(default_factory=list)  # CPU seconds per test (the limit's clock)
+    stderr: str = ""  # the head of what the program wrote to stderr (never compared)
 
 
 @dataclass
@@ -335,7 +336,8 @@ class Executor:
         return RunResult(t.outputs, errors, [r.time_s for r in tests], v is Verdict.passed,
                          detail, harness_error=v is Verdict.harness_error,
                          error_names=list(t.names),
-                         cpu_times=[r.cpu_s or 0.0 for r in tests])
+                         cpu_times=[r.cpu_s or 0.0 for r in tests],
+                         stderr=str(o.end.get("stderr") or "")[:2000])
 
     # ---- self-play references -----------------------------------------------------------------
     def _ref_pool(self, allowed: frozenset) -> WorkerPool:

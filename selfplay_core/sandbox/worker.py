@@ -96,14 +96,15 @@ if __name__ != "__main__":  # imported by the parent: the worker's main() is not
 # Child side: runs untrusted code. Everything below happens after fork, in the child only.
 # --------------------------------------------------------------------------------------------
 
-def _confine(job, scratch, out_fd, in_path):
+def _confine(job, scratch, out_fd, in_path, err_fd):
     """Drop privileges, set limits, install seccomp. Runs before any untrusted code."""
     import resource
     import signal
 
     os.setpgid(0, 0)  # own process group; setsid() would build a scheduler autogroup (slow)
-    # Standard streams: stdin from the test input (or /dev/null), stdout/stderr to a file in
-    # scratch whose size RLIMIT_FSIZE caps. Nothing else stays open but the result pipe.
+    # Standard streams: stdin from the test input (or /dev/null), stdout to a file in scratch
+    # whose size RLIMIT_FSIZE caps, stderr to a pipe the worker drains and keeps the head of
+    # (never compared: it cannot change a verdict). Nothing else stays open but the result pipe.
     fd0 = os.open(in_path or "/dev/null", os.O_RDONLY)
     os.dup2(fd0, 0)
     os.close(fd0)
@@ -119,8 +120,9 @@ def _confine(job, scratch, out_fd, in_path):
     os.chdir(scratch)
     fd1 = os.open(os.path.join(scratch, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd1, 1)
-    os.dup2(fd1, 2)
     os.close(fd1)
+    os.dup2(err_fd, 2)
+    os.close(err_fd)
     os.closerange(3, out_fd)
     os.closerange(out_fd + 1, 65536)
     mem = int(job["memory_mb"]) << 20
@@ -314,10 +316,11 @@ def _child_stdin(job, fd):
     except BaseException as e:
         _line(fd, b"E " + _ename(e) + b" " + _clean(e))
         return 1
-    try:
-        sys.stdout.flush()
-    except BaseException:
-        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
     return 0
 
 
@@ -326,6 +329,36 @@ def _child_stdin(job, fd):
 # --------------------------------------------------------------------------------------------
 
 _pending = []  # result lines held for the next write to the parent (see _flush)
+# The running child's stderr (read end, -1 when closed) and the head of what the job wrote.
+_STDERR = [-1, bytearray()]
+_STDERR_KEEP = 2000
+
+
+def _drain_stderr():
+    """Read what the child wrote to stderr: the head is kept, the rest discarded, so a chatty
+    program never blocks on a full pipe and never grows the worker."""
+    fd = _STDERR[0]
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return
+    except OSError:
+        chunk = b""
+    if not chunk:
+        os.close(fd)
+        _STDERR[0] = -1
+        return
+    head = _STDERR[1]
+    if len(head) < _STDERR_KEEP:
+        head += chunk[:_STDERR_KEEP - len(head)]
+
+
+def _close_stderr():
+    if _STDERR[0] >= 0:
+        _drain_stderr()
+        if _STDERR[0] >= 0:
+            os.close(_STDERR[0])
+            _STDERR[0] = -1
 
 
 def _send(data):
@@ -716,6 +749,8 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
             fds = [0]
             if not eof:
                 fds.append(r)
+            if _STDERR[0] >= 0:
+                fds.append(_STDERR[0])
             if pfd >= 0 and exited is None:
                 fds.append(pfd)
             ready, _, _ = select.select(fds, [], [], max(0.0, min(wait, _KEEPALIVE_S)))
@@ -725,6 +760,8 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
             if 0 in ready and _poll_abort(job_id, 0.0):
                 end = {"status": "aborted"}
                 break
+            if _STDERR[0] in ready:
+                _drain_stderr()
             if r in ready:
                 try:
                     chunk = os.read(r, 1 << 16)
@@ -804,12 +841,16 @@ def _fork_child(job, test):
     import time
     jr, jw = os.pipe()
     r, w = os.pipe()
+    er, ew = os.pipe()
+    os.set_blocking(er, False)
     try:
-        socket.send_fds(_ZSOCK, [b"F"], [jr, w])
+        socket.send_fds(_ZSOCK, [b"F"], [jr, w, ew])
         reply = _ZSOCK.recv(64)
     finally:
         os.close(jr)
         os.close(w)
+        os.close(ew)
+    _STDERR[0] = er
     if reply[:1] != b"P":
         os.close(jw)
         os.close(r)
@@ -836,7 +877,7 @@ def _fork_child(job, test):
     return pid, r
 
 
-def _child_main(job_fd, out_fd):
+def _child_main(job_fd, out_fd, err_fd):
     """A child, just forked by the zygote: read its job, confine itself, run it."""
     status = 0
     try:
@@ -854,7 +895,7 @@ def _child_main(job_fd, out_fd):
         call = job["mode"] == "call"
         try:
             _confine(job, _scratch_path(job["id"]), out_fd,
-                     None if call else _input_path(job["id"]))
+                     None if call else _input_path(job["id"]), err_fd)
         except BaseException as e:
             _line(out_fd, b"H " + _ename(e) + b": " + _clean(e))
             os._exit(0)
@@ -894,17 +935,17 @@ def _zygote(sock, worker_pid):
     import socket
     while True:
         try:
-            msg, fds, _, _ = socket.recv_fds(sock, 64, 2)
+            msg, fds, _, _ = socket.recv_fds(sock, 64, 3)
         except OSError:
             os._exit(0)
         if not msg:
             os._exit(0)  # the worker is gone: so is this sandbox
         op = msg[:1]
-        if op == b"F" and len(fds) == 2:
+        if op == b"F" and len(fds) == 3:
             pid = os.fork()
             if pid == 0:
                 sock.close()
-                _child_main(fds[0], fds[1])
+                _child_main(*fds)
             reply = b"P%d" % pid
         elif op in (b"W", b"w"):
             try:
@@ -964,6 +1005,7 @@ def _run_job(job):
         _pending.append(prefix + b"%d %.6f %.6f " % (i, wall, cpu) + payload)
 
     scratch = _make_scratch(job_id)
+    del _STDERR[1][:]
     try:
         if job["mode"] == "call":
             state = _Call(job, relay)
@@ -975,6 +1017,7 @@ def _run_job(job):
             # Every process of the job is dead and reaped before its end record goes out:
             # a verdict never coexists with a live process of its sample.
             clean = _sweep(pid)
+            _close_stderr()
             end = res if res is not None else _exit_end(state, exited)
             if end["status"] in ("exited", "signal", "timeout", "output_limit", "corrupt"):
                 end.setdefault("test", state.k)
@@ -985,9 +1028,12 @@ def _run_job(job):
             scratch = end.pop("scratch", scratch)
     except BaseException:
         _sweep(-1)  # whatever the job started dies with the worker's failure
+        _close_stderr()
         raise
     _remove_tree(scratch)
     end["wall"] = time.monotonic() - t0
+    if _STDERR[1]:
+        end["stderr"] = _STDERR[1].decode("utf-8", "replace")
     restart = not clean or os.path.lexists(scratch)
     if restart:
         end["restart"] = True  # the parent replaces this worker before its next job
@@ -1025,6 +1071,7 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
                 os.close(r)
             credit += state.waited
             clean = _sweep(pid)
+            _close_stderr()
             wall, used = state.took(t_end, c_end)
             if res is None and used > state.limit:
                 res = {"status": "timeout"}  # exited, but past its CPU limit
