@@ -178,6 +178,9 @@ class _Tracker:
                     if end.get("phase") == "load":
                         detail += " (while loading)"
                     r = TestResult(_END_VERDICT[status], 0.0, detail)
+                elif status == "cleanup":
+                    r = TestResult(Verdict.runtime_error, 0.0,
+                                   "the program left files the sandbox could not remove")
                 elif status == "corrupt":
                     r = TestResult(Verdict.runtime_error, 0.0, "program corrupted the result channel")
                 elif outcome.aborted or status == "aborted":

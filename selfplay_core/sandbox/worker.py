@@ -400,10 +400,12 @@ def _make_scratch(job_id):
 
 
 def _remove_tree(path):
-    """Remove a job's scratch dir, including entries the job made unreadable. The fast path
-    (only the stdout file) costs two syscalls."""
-    import shutil
-    import stat
+    """Remove a job's scratch dir, whatever the job left in it (no job process is alive by
+    then). The fast path (only the stdout file) costs two syscalls. Otherwise the tree is
+    flattened: every directory is renamed into a fresh directory of our own before it is
+    emptied, so depth, path length and names cannot matter and nothing recurses; each
+    directory is made ours (mode 0700) before it is opened. Never raises: whatever cannot
+    be removed stays (the caller then replaces the worker)."""
     try:
         names = os.listdir(path)
     except OSError:
@@ -416,21 +418,47 @@ def _remove_tree(path):
             return
         except OSError:
             pass
-    stack, dirs = [path], []
     try:
-        while stack:
-            p = stack.pop()
-            st = os.lstat(p)
-            if stat.S_ISDIR(st.st_mode):
-                os.chmod(p, 0o700)
-                dirs.append(p)
-                stack.extend(os.path.join(p, n) for n in os.listdir(p))
-            else:
-                os.unlink(p)
-        for p in reversed(dirs):
-            os.rmdir(p)
-    except OSError:
-        shutil.rmtree(path, ignore_errors=True)
+        _flatten_remove(path)
+    except Exception:
+        pass  # os.path.lexists(path) tells the caller
+
+
+def _removed(path):
+    return not (os.path.lexists(path) or os.path.lexists(path + ".rm"))
+
+
+def _flatten_remove(path):
+    import stat
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        os.unlink(path)
+        return
+    grave = path + ".rm"
+    if os.path.lexists(grave):
+        raise OSError("a previous removal was interrupted")
+    os.mkdir(grave, 0o700)
+    gfd = os.open(grave, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rename(path, os.path.join(grave, "0"))
+        todo, n = ["0"], 0
+        while todo:
+            name = todo.pop()
+            os.chmod(name, 0o700, dir_fd=gfd)  # a directory (checked when it was moved here)
+            dfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=gfd)
+            try:
+                for entry in os.scandir(dfd):
+                    if entry.is_dir(follow_symlinks=False):
+                        n += 1
+                        os.rename(entry.name, str(n), src_dir_fd=dfd, dst_dir_fd=gfd)
+                        todo.append(str(n))
+                    else:
+                        os.unlink(entry.name, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+            os.rmdir(name, dir_fd=gfd)
+    finally:
+        os.close(gfd)
+    os.rmdir(grave)
 
 
 def _wipe_tmp():
@@ -1034,7 +1062,7 @@ def _run_job(job):
     end["wall"] = time.monotonic() - t0
     if _STDERR[1]:
         end["stderr"] = _STDERR[1].decode("utf-8", "replace")
-    restart = not clean or os.path.lexists(scratch)
+    restart = not clean or not _removed(scratch)
     if restart:
         end["restart"] = True  # the parent replaces this worker before its next job
     _send(b"E %d %s" % (job_id, json.dumps(end).encode()))
@@ -1056,6 +1084,11 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
         for i, text in enumerate(job["inputs"]):
             if i:
                 _remove_tree(scratch)  # fresh scratch per test: nothing carries over
+                if not _removed(scratch):
+                    # What this sample left cannot be removed: its own failure (and a new worker).
+                    end = {"status": "cleanup", "test": i}
+                    clean = False
+                    break
                 scratch = _make_scratch(job_id)
                 if _poll_abort(job_id, 0):
                     end = {"status": "aborted"}
@@ -1236,7 +1269,8 @@ def _split(hash_seed):
                 _run_job(job)
             except Exception as e:  # a bug here must not take the worker down silently
                 _send(b"E %d %s" % (job.get("id", -1), json.dumps(
-                    {"status": "harness", "note": "%s: %s" % (type(e).__name__, e)}).encode()))
+                    {"status": "harness", "note": "%s: %s" % (type(e).__name__, e),
+                     "restart": True}).encode()))
                 os._exit(3)
             if _ISOLATION == "docker":
                 _wipe_tmp()
