@@ -53,6 +53,8 @@ _ISOLATION = "none"
 _SCRATCH_ROOT = "/tmp/sp-scratch"
 _SECCOMP = None  # (base filter, pure filter) as ctypes sock_fprog objects, or None
 _MEMCG = False   # the worker lives in a memory cgroup of its own (the parent set its limit)
+_CPUCG_DIR = None  # this worker's job CPU cgroup (cgroup v1 cpuacct), if the parent made one
+_CPUCG = None      # its (cpuacct.usage, cgroup.procs for writing, cgroup.procs for reading) fds
 
 # Modules solutions commonly use. Importing them once here makes every child start warm and
 # keeps imports working after the child has dropped to a uid that cannot read the stdlib dir.
@@ -516,6 +518,30 @@ def _reap():
         return False
 
 
+def _cgroup_cpu():
+    """CPU seconds used by every process ever in this worker's job cgroup, or None."""
+    try:
+        return int(os.pread(_CPUCG[0], 64, 0)) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+def _kill_others(child_pid):
+    """Kill every process of the job cgroup but the job's main one."""
+    import signal
+    try:
+        pids = os.pread(_CPUCG[2], 1 << 16, 0).split()
+    except OSError:
+        return
+    for p in pids:
+        p = int(p)
+        if p > 0 and p != child_pid:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def _sweep(child_pid):
     _kill_all(child_pid)
     return _reap()
@@ -723,6 +749,12 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
     cpu_now = [0.0]
 
     def cpu():
+        if _CPUCG is not None:
+            # The job's whole process tree, from outside (cgroup accounting).
+            v = _cgroup_cpu()
+            if v is not None:
+                cpu_now[0] = v
+            return cpu_now[0]
         try:
             cpu_now[0] = time.clock_gettime(clock)
         except OSError:
@@ -806,6 +838,7 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                         *lines, rest = b"".join(buf).split(b"\n")
                         buf, pending = [rest], len(rest)
                         c = cpu()
+                        k0 = state.k
                         for line in lines:
                             if len(line) > _LINE_MAX and line[:1] != b"O":
                                 end = {"status": "corrupt"}
@@ -813,6 +846,8 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                             end = state.on_line(line, now, c)
                             if end is not None:
                                 break
+                        if state.k != k0 and _CPUCG is not None:
+                            _kill_others(pid)  # what a test started dies with it
                     else:
                         buf.append(chunk)
                         pending += len(chunk)
@@ -826,7 +861,11 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                     state.waited = _run_delay(pid) or 0.0  # readable until reaped
                 waited = _zy_wait(pid, False)
                 if waited is not None:
-                    exited, cpu_now[0] = waited
+                    exited = waited[0]
+                    if _CPUCG is None:
+                        cpu_now[0] = waited[1]
+                    else:
+                        cpu()
                 elif eof and pfd < 0:
                     time.sleep(0.0002)
                 continue
@@ -884,6 +923,15 @@ def _fork_child(job, test):
         os.close(r)
         raise OSError("the zygote could not fork a child: %r" % reply[:60])
     pid = int(reply[1:])
+    if _CPUCG is not None:
+        # Into the job cgroup before it runs anything: every process it starts is counted
+        # there (and listed for killing), however it detaches itself.
+        try:
+            os.write(_CPUCG[1], b"%d" % pid)
+        except OSError:
+            import signal
+            os.kill(pid, signal.SIGKILL)
+            raise
     # The child reads its job before anything else (trusted code); it cannot block us for
     # longer than a set-up window.
     data = memoryview(b"%d\n" % test + job["_raw"])
@@ -1105,6 +1153,10 @@ def _run_stdin(job, scratch, deadline_at, cap, relay):
             credit += state.waited
             clean = _sweep(pid)
             _close_stderr()
+            if _CPUCG is not None:
+                # Every process of the test is gone: the cgroup's count is final, descendants
+                # (reaped by the zygote, invisible to wait4 here) included.
+                c_end = _cgroup_cpu() or c_end
             wall, used = state.took(t_end, c_end)
             if res is None and used > state.limit:
                 res = {"status": "timeout"}  # exited, but past its CPU limit
@@ -1176,6 +1228,9 @@ def main(argv):
     _ISOLATION = argv[2]
     preload = argv[3].split(",") if len(argv) > 3 and argv[3] != "-" else _PRELOAD
     _MEMCG = len(argv) > 4 and argv[4] == "memcg"
+    if len(argv) > 5 and argv[5] != "-":
+        global _CPUCG_DIR
+        _CPUCG_DIR = argv[5]
     sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
     for name in _ESSENTIAL + [m for m in preload if m]:
         try:
@@ -1250,10 +1305,16 @@ def _split(hash_seed):
         os._exit(0)
     zsock.close()
     _ZSOCK, _ZPID = wsock, zygote
+    if _CPUCG_DIR is not None:
+        global _CPUCG
+        d = _CPUCG_DIR
+        _CPUCG = (os.open(d + "/cpuacct.usage", os.O_RDONLY),
+                  os.open(d + "/cgroup.procs", os.O_WRONLY),
+                  os.open(d + "/cgroup.procs", os.O_RDONLY))
     _send(b"READY " + json.dumps({
         "pid": os.getpid(), "zygote": zygote, "uid": _UID, "isolation": _ISOLATION,
         "python": sys.version.split()[0], "seccomp": _SECCOMP is not None, "memcg": _MEMCG,
-        "hash_seed": hash_seed}).encode())
+        "cpu_cgroup": _CPUCG is not None, "hash_seed": hash_seed}).encode())
     while True:
         if _queued:
             line = _queued.pop(0)
