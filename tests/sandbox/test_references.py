@@ -233,3 +233,33 @@ def test_a_preload_dependent_reference_is_verified_as_it_was_labelled(one):
     ok = check_abductions(one, [(code, LiteralAnswer(2), 1, label),
                                 (code, LiteralAnswer(3), 1, label)], allowed_imports=ALLOWED)
     assert ok == [True, False]
+
+
+# ---- issue 48, class 6: machine and process facts through attributes of allowed modules ------
+
+@pytest.mark.parametrize("expr", [
+    "typing.sys.modules['os'].uname()",
+    "typing.sys.modules['posix'].uname()",
+    "typing.sys.modules['os'].getcwd()",
+    "typing.sys.modules['os'].sched_getaffinity(0)",
+])
+def test_machine_facts_are_refused_in_a_reference_run(one, expr):
+    code = f"import typing\ndef f(x):\n    return str({expr})\n"
+    r = check(one, code)
+    assert r.rejection in ("reference_error", "banned_import"), (r.rejection, r.outputs)
+
+
+def test_cpu_count_reads_as_a_constant(one):
+    # Not refused (documented): glibc cannot read /sys and its affinity call is refused, so it
+    # returns its fallback; what matters is that every run on a machine reads the same.
+    code = "import typing\ndef f(x):\n    return typing.sys.modules['os'].cpu_count()\n"
+    r = check(one, code)
+    assert r.ok and len(set(r.outputs)) == 1
+
+
+def test_ids_read_as_constants_that_identify_nothing(one):
+    # uids would identify the worker (uid_base + index): refused, they read as -1 like pids.
+    code = ("import typing\ndef f(x):\n    os = typing.sys.modules['os']\n"
+            "    return [os.getpid(), os.getppid(), os.getuid(), os.geteuid(), os.getgid()]\n")
+    r = check(one, code)
+    assert r.ok and r.outputs == [[-1, -1, -1, -1, -1]] * 4
