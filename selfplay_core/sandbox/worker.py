@@ -301,14 +301,85 @@ def _child_call(job, fd):
         _line(fd, b"O " + enc.encode("ascii"))
 
 
-def _child_stdin(job, fd):
-    """Run the program once as a script, on the stdin already wired to fd 0. Success is exit
-    status 0; a failure line tells why otherwise."""
+def _child_stdin_batch(job, fd):
+    """Stdin mode: compile once, then run the program once per test, each run in a process
+    forked from this one (which holds only this sample's job), so every test starts from a
+    fresh interpreter state without a new confinement. A run gets its test's input file on
+    fd 0, a file of its own on fd 1 and a pipe of its own for its failure line; this process
+    alone writes to the worker: "P <pid>" when a run starts, its failure line if it wrote one,
+    and "X <wait status> <cpu seconds>" when it is over."""
+    import ctypes
     try:
         code = compile(job["code"], "solution.py", "exec")
     except BaseException as e:
         _line(fd, b"C " + _ename(e) + b": " + _clean(e))
         return 1
+    # A run shares this process's uid: keep it from reading or writing this one's memory.
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    _line(fd, b"L")
+    stem = _input_path(job["id"])
+    cap = int(job["output_mb"]) << 20
+    for i in range(len(job["inputs"])):
+        if i:
+            _between_tests()
+        tr, tw = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(tr)
+                os.close(fd)  # the channel to the worker stays with the parent
+                f0 = os.open("%s-%d" % (stem, i), os.O_RDONLY)
+                os.dup2(f0, 0)
+                os.close(f0)
+                f1 = os.open("out-%d" % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(f1, 1)
+                os.close(f1)
+                status = _run_script(code, tw)
+            finally:
+                os._exit(status)
+        os.close(tw)
+        _line(fd, b"P %d" % pid)
+        _, st, ru = os.wait4(pid, 0)
+        os.set_blocking(tr, False)
+        try:
+            data = os.read(tr, _LINE_MAX + 1)
+        except OSError:
+            data = b""
+        os.close(tr)
+        first = data.split(b"\n", 1)[0]
+        if first:
+            _line(fd, first[:_LINE_MAX])  # the worker checks it against the grammar
+        elif os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0:
+            out = _read_output("out-%d" % i, cap + 1)
+            if len(out) > cap:
+                _line(fd, b"V")
+            else:
+                _line(fd, b"S " + json.dumps(out.decode("utf-8", "replace")).encode())
+        _line(fd, b"X %d %.6f" % (st, ru.ru_utime + ru.ru_stime))
+    return 0
+
+
+def _between_tests():
+    """Nothing of one test reaches the next: every other process of this job's uid dies (one
+    kill(-1), which a forking process cannot outrun; only where the job has a uid of its own)
+    and the scratch dir (the cwd) is emptied."""
+    import signal
+    if _UID is not None:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    grave = ".g" + os.urandom(8).hex()
+    os.mkdir(grave, 0o700)
+    for name in os.listdir("."):
+        if name != grave:
+            os.rename(name, os.path.join(grave, name))
+    _flatten_remove(os.path.abspath(grave))
+
+
+def _run_script(code, fd):
+    """One stdin test in a fresh process: run the module, flush; the failure line to `fd`."""
     try:
         exec(code, _program_globals())
     except SystemExit as e:
@@ -608,7 +679,7 @@ def _wall_limit(limit):
     return 2.0 * limit + 1.0
 
 
-def _run_delay(pid):
+def _run_delay(pid, top):
     """Seconds process `pid` (its main thread) has waited on a run queue, from
     /proc/<pid>/schedstat; None where the kernel does not keep it, and None while the job has
     other processes: then the wait may be for the job's own processes (a fork bomb), which
@@ -619,7 +690,7 @@ def _run_delay(pid):
                 if f.read().strip():
                     return None
         with open("/proc/%d/task/%d/children" % (_ZPID, _ZPID), "rb") as f:
-            if sorted(f.read().split()) != sorted([b"%d" % pid, b"%d" % os.getpid()]):
+            if sorted(f.read().split()) != sorted([b"%d" % top, b"%d" % os.getpid()]):
                 return None  # an orphan of the job was handed to the zygote
         with open("/proc/%d/schedstat" % pid, "rb") as f:
             return int(f.read().split()[1]) / 1e9
@@ -697,30 +768,96 @@ class _Call(_Window):
         return None
 
 
-class _Stdin(_Window):
-    """Worker-side state of one stdin-mode child (one test)."""
+class _StdinBatch(_Window):
+    """Worker-side state of a stdin-mode child: compile, then per test "P" (a run started:
+    its window opens), an optional failure line, "X" (it is over: its result is relayed)."""
 
-    def __init__(self, job):
+    def __init__(self, job, relay, scratch, cap):
         _Window.__init__(self, job)
+        self.n = len(job["inputs"])
+        self.relay, self.scratch, self.cap = relay, scratch, cap
+        self.top = None       # the child (set by the caller)
+        self.cpu_pid = None   # the running test's process, while one runs
         self.failure = None
+        self.out = None
 
     def on_line(self, line, now, cpu):
         tag = line[:1]
         if self.phase == "start":
             if line == b"S":
-                self.open("run", now, cpu)
+                self.open("load", now, cpu)
                 return None
             if tag == b"H":
                 return {"status": "harness", "note": line[2:300].decode("ascii", "replace")}
             return {"status": "harness", "note": "sandbox child broke the protocol"}
-        if tag == b"C" and line[1:2] == b" ":
-            return {"status": "compile_error", "m": line[2:2000].decode("ascii", "replace")}
-        if tag == b"E" and line[1:2] == b" ":
+        if self.phase == "load":
+            if line == b"L":
+                self.open("wait", now, cpu)
+                return None
+            if tag == b"C" and line[1:2] == b" ":
+                return {"status": "compile_error", "m": line[2:2000].decode("ascii", "replace")}
+            return {"status": "corrupt"}
+        if self.phase == "wait":
+            if tag == b"P" and line[2:].isdigit() and len(line) < 20:
+                self.cpu_pid = int(line[2:])
+                self.failure = self.out = None
+                # Without a cgroup the window is the run's own CPU clock, which starts at 0.
+                self.open("test", now, cpu if _CPUCG is not None else 0.0)
+                return None
+            return {"status": "corrupt"}
+        # phase "test"
+        if tag == b"E" and line[1:2] == b" " and self.failure is None and self.out is None:
             err = _split_err(line[2:])
-            if err:
-                self.failure = err
-                return {"status": "failed"}
-        return {"status": "corrupt"}
+            if err is None:
+                return {"status": "corrupt"}
+            self.failure = err
+            return None
+        if tag == b"S" and line[1:2] == b" " and self.failure is None and self.out is None:
+            self.out = line  # written by the child's trusted code; decoded by the parent
+            return None
+        if line == b"V":
+            return {"status": "output_limit", "test": self.k}
+        if tag != b"X":
+            return {"status": "corrupt"}
+        try:
+            st, run_cpu = line[2:].split()
+            st, run_cpu = int(st), float(run_cpu)
+        except ValueError:
+            return {"status": "corrupt"}
+        wall, used = self.took(now, cpu)
+        if _CPUCG is None:
+            used = run_cpu  # the run's rusage (its descendants are not counted here)
+        self.cpu_pid = None
+        k = self.k
+        if used > self.limit:
+            return {"status": "timeout", "test": k}
+        if self.failure is not None:
+            self.relay(k, wall, used, b"E " + json.dumps(
+                {"e": self.failure[0], "m": self.failure[1]}).encode())
+        elif os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0:
+            if self.out is None:
+                return {"status": "corrupt"}
+            self.relay(k, wall, used, self.out)
+        elif os.WIFEXITED(st):
+            self.relay(k, wall, used, b"E " + json.dumps(
+                {"e": "NonZeroExit", "m": "exit status %d" % os.WEXITSTATUS(st)}).encode())
+        else:
+            end = _exit_end(self, st)
+            end["test"] = k
+            return end
+        self.k += 1
+        if self.k == self.n:
+            return {"status": "done"}
+        self.open("wait", now, cpu if _CPUCG is not None else (_proc_cpu(self.top) or 0.0))
+        return None
+
+
+def _proc_cpu(pid):
+    import time
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except (OSError, TypeError):
+        return None
 
 
 def _pidfd(pid):
@@ -745,7 +882,6 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
 
     job_id = job["id"]
     pfd = _pidfd(pid)
-    clock = ((~pid) << 3) | 2  # CPU clock of process `pid` (MAKE_PROCESS_CPUCLOCK, SCHED)
     cpu_now = [0.0]
 
     def cpu():
@@ -755,10 +891,11 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
             if v is not None:
                 cpu_now[0] = v
             return cpu_now[0]
-        try:
-            cpu_now[0] = time.clock_gettime(clock)
-        except OSError:
-            pass  # the process is gone: its last value stands (wait4 has the final one)
+        # CPU clock of the process (MAKE_PROCESS_CPUCLOCK, SCHED): the child, or the run of
+        # the stdin test in progress
+        v = _proc_cpu(getattr(state, "cpu_pid", None) or pid)
+        if v is not None:
+            cpu_now[0] = v  # else the process is gone: its last value stands
         return cpu_now[0]
 
     started = time.monotonic()
@@ -782,7 +919,7 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                 if (wall_left <= 0 or late) and used < state.limit:
                     # Time spent waiting for a CPU is not the program's: credit it (all of the
                     # child's waiting so far, a slight overestimate for later windows).
-                    delay = _run_delay(pid) or 0.0
+                    delay = _run_delay(getattr(state, "cpu_pid", None) or pid, pid) or 0.0
                     wall_left += delay
                     late = now - delay - credit >= deadline_at
                 if used >= state.limit or wall_left <= 0 or late:
@@ -840,7 +977,7 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                         c = cpu()
                         k0 = state.k
                         for line in lines:
-                            if len(line) > _LINE_MAX and line[:1] != b"O":
+                            if len(line) > _LINE_MAX and line[:1] not in (b"O", b"S"):
                                 end = {"status": "corrupt"}
                                 break
                             end = state.on_line(line, now, c)
@@ -858,7 +995,7 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                     continue
             if exited is None and (pfd < 0 or pfd in ready or eof):
                 if pfd in ready and credit_wanted(now):
-                    state.waited = _run_delay(pid) or 0.0  # readable until reaped
+                    state.waited = _run_delay(pid, pid) or 0.0  # readable until reaped
                 waited = _zy_wait(pid, False)
                 if waited is not None:
                     exited = waited[0]
@@ -970,13 +1107,12 @@ def _child_main(job_fd, out_fd, err_fd):
         del raw
         call = job["mode"] == "call"
         try:
-            _confine(job, _scratch_path(job["id"]), out_fd,
-                     None if call else _input_path(job["id"]), err_fd)
+            _confine(job, _scratch_path(job["id"]), out_fd, None, err_fd)
         except BaseException as e:
             _line(out_fd, b"H " + _ename(e) + b": " + _clean(e))
             os._exit(0)
         _line(out_fd, b"S")
-        status = (_child_call if call else _child_stdin)(job, out_fd) or 0
+        status = (_child_call if call else _child_stdin_batch)(job, out_fd) or 0
     except BaseException:
         status = 1
     os._exit(status)
@@ -1099,9 +1235,7 @@ def _run_job(job):
                 end.setdefault("test", state.k)
                 end["phase"] = state.phase
         else:
-            end = _run_stdin(job, scratch, deadline_at, cap, relay)
-            clean = end.pop("clean", True)
-            scratch = end.pop("scratch", scratch)
+            end, clean = _run_stdin(job, scratch, deadline_at, cap, relay)
     except BaseException:
         _sweep(-1)  # whatever the job started dies with the worker's failure
         _close_stderr()
@@ -1119,80 +1253,36 @@ def _run_job(job):
 
 
 def _run_stdin(job, scratch, deadline_at, cap, relay):
-    """One child per test, each in a fresh scratch dir. A test whose program raised or exited
-    non-zero is reported and the next one runs; any other failure ends the job there."""
-    job_id = job["id"]
-    in_path = _input_path(job_id)
-    end = {"status": "done"}
-    clean = True
-    credit = 0.0  # run-queue waits of earlier tests' children, credited to the deadline
-    import time
-    half_deadline = time.monotonic() + (deadline_at - time.monotonic()) / 2
+    """One child for all of a sample's tests (see _child_stdin_batch); the inputs are files
+    it can read, written here first."""
+    stem = _input_path(job["id"])
+    paths = []
     try:
         for i, text in enumerate(job["inputs"]):
-            if i:
-                _remove_tree(scratch)  # fresh scratch per test: nothing carries over
-                if not _removed(scratch):
-                    # What this sample left cannot be removed: its own failure (and a new worker).
-                    end = {"status": "cleanup", "test": i}
-                    clean = False
-                    break
-                scratch = _make_scratch(job_id)
-                if _poll_abort(job_id, 0):
-                    end = {"status": "aborted"}
-                    break
-            with open(in_path, "w") as f:
+            paths.append("%s-%d" % (stem, i))
+            with open(paths[-1], "w") as f:
                 f.write(text)
-            state = _Stdin(job)
-            pid, r = _fork_child(job, i)
-            try:
-                res, exited, t_end, c_end = _watch(pid, r, job, deadline_at, state, cap, credit,
-                                                   lambda now: now > half_deadline)
-            finally:
-                os.close(r)
-            credit += state.waited
-            clean = _sweep(pid)
-            _close_stderr()
-            if _CPUCG is not None:
-                # Every process of the test is gone: the cgroup's count is final, descendants
-                # (reaped by the zygote, invisible to wait4 here) included.
-                c_end = _cgroup_cpu() or c_end
-            wall, used = state.took(t_end, c_end)
-            if res is None and used > state.limit:
-                res = {"status": "timeout"}  # exited, but past its CPU limit
-            if res is None:
-                res = _exit_end(state, exited)
-                if res["status"] == "exited":
-                    if res.get("code") == 0:
-                        data = _read_output(os.path.join(scratch, "stdout"), cap + 1)
-                        if len(data) > cap:
-                            res = {"status": "output_limit"}
-                        else:
-                            relay(i, wall, used, b"S " + json.dumps(data.decode("utf-8", "replace")).encode())
-                            res = None
-                    else:
-                        relay(i, wall, used, b"E " + json.dumps(
-                            {"e": "NonZeroExit", "m": "exit status %s" % res.get("code")}).encode())
-                        res = None
-            elif res["status"] == "failed":
-                name, msg = state.failure
-                relay(i, wall, used, b"E " + json.dumps({"e": name, "m": msg}).encode())
-                res = None
-            if res is not None:
-                res.setdefault("test", i)
-                end = res
-                break
-            if not clean:
-                break
-            _flush()  # before the next test: the parent may want to abort the job
-    finally:
+            os.chmod(paths[-1], 0o644)
+        state = _StdinBatch(job, relay, scratch, cap)
+        pid, r = _fork_child(job, 0)
+        state.top = pid
         try:
-            os.unlink(in_path)
-        except OSError:
-            pass
-    end["clean"] = clean
-    end["scratch"] = scratch
-    return end
+            res, exited, _, _ = _watch(pid, r, job, deadline_at, state, cap)
+        finally:
+            os.close(r)
+        clean = _sweep(pid)
+        _close_stderr()
+    finally:
+        for path in paths:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    end = res if res is not None else _exit_end(state, exited)
+    if end["status"] in ("exited", "signal", "timeout", "output_limit", "corrupt", "memory_limit"):
+        end.setdefault("test", state.k)
+        end["phase"] = state.phase
+    return end, clean
 
 
 def _read_output(path, limit):
