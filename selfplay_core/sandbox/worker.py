@@ -2,10 +2,12 @@
 
 This file runs in two places:
 
-* as the worker process (``python -I -S -c <this source> <uid> <isolation>``), started by a
-  backend inside bubblewrap or a container. It forks one child per job (call tests) or per
-  test (stdin tests); the child drops privileges, applies rlimits and a seccomp filter, and
-  runs the untrusted code;
+* as the worker (``python -I -S -c <this source> <uid> <isolation> ...``), started by a backend
+  inside bubblewrap or a container. The first process loads what programs need and becomes
+  the zygote (pid 1 of the sandbox), which never reads a job; it forks the worker, which speaks
+  to the parent, and, on the worker's request, one child per job. The child reads its own job
+  from a pipe, drops privileges, applies rlimits and a seccomp filter, and runs the untrusted
+  code: every call test in that process, or (stdin) one fresh process per test forked from it;
 * imported by the trusted parent, which also re-exports the value codec from it (the one codec
   shared by both sides lives in `selfplay_core/values.py`; the worker's program is the codec's
   and the seccomp filters' sources followed by this one's, see `backends.worker_source`).
@@ -32,9 +34,14 @@ Child -> worker (the result pipe; untrusted once the program runs): one ASCII li
     S                    set-up done (written by trusted code before any untrusted code runs)
     H <text>             set-up failed (only valid before S: the one harness error of a child)
     C <text>             compile error           X <name> <text>   load error (call mode)
-    L                    loaded: module ran, entry found, Solution() built (call mode)
+    L                    loaded: module ran, entry found, Solution() built (call mode);
+                         compiled (stdin mode)
     O <json>             one test's result        E <name> <text>   one test raised
     U <text>             result not serializable
+  stdin mode, per test (the runs never hold this pipe; the child writes for them):
+    P <pid>              a test's run started     S <json string>   its stdout (exit 0)
+    E <name> <text>      it raised / exited non-0  V                 its stdout was over the cap
+    X <status> <cpu>     it is over (wait status, its CPU seconds)
 
 The worker checks every line against this grammar and its position; anything else ends the
 job as ``corrupt`` (that sample's runtime error). Time is the worker's: every window (set-up,
@@ -302,99 +309,138 @@ def _child_call(job, fd):
 
 
 def _child_stdin_batch(job, fd):
-    """Stdin mode: compile once, then run the program once per test, each run in a process
-    forked from this one (which holds only this sample's job), so every test starts from a
-    fresh interpreter state without a new confinement. A run gets its test's input file on
-    fd 0, a file of its own on fd 1 and a pipe of its own for its failure line; this process
-    alone writes to the worker: "P <pid>" when a run starts, its failure line if it wrote one,
-    and "X <wait status> <cpu seconds>" when it is over."""
+    """Stdin mode: compile once, then run the sample's tests in a runner process forked from
+    this one (whose memory holds only this sample's job). The runner runs test after test
+    in-process (fresh globals, fresh streams, the test's input file on fd 0, a file of its own
+    on fd 1) and writes each result to the worker, as a call-mode child does. A program that
+    ends its process (os._exit after printing, a crash) ends only its test: this process
+    reports that test's outcome and forks a new runner for the next one.
+
+    Lines of this process: the result of a test its runner did not finish, "X <wait status>
+    <cpu>" (the runner is gone); a runner's first line is "P <pid>"."""
     import ctypes
     try:
         code = compile(job["code"], "solution.py", "exec")
     except BaseException as e:
         _line(fd, b"C " + _ename(e) + b": " + _clean(e))
         return 1
-    # A run shares this process's uid: keep it from reading or writing this one's memory.
+    # A runner shares this process's uid: keep it from reading or writing this one's memory.
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     _line(fd, b"L")
-    stem = _input_path(job["id"])
+    n = len(job["inputs"])
     cap = int(job["output_mb"]) << 20
-    for i in range(len(job["inputs"])):
-        if i:
-            _between_tests()
+    k = 0
+    while k < n:
         tr, tw = os.pipe()
         pid = os.fork()
         if pid == 0:
             status = 1
             try:
                 os.close(tr)
-                os.close(fd)  # the channel to the worker stays with the parent
-                f0 = os.open("%s-%d" % (stem, i), os.O_RDONLY)
-                os.dup2(f0, 0)
-                os.close(f0)
-                f1 = os.open("out-%d" % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                os.dup2(f1, 1)
-                os.close(f1)
-                status = _run_script(code, tw)
+                status = _runner(job, code, k, fd, tw, cap)
             finally:
                 os._exit(status)
         os.close(tw)
-        _line(fd, b"P %d" % pid)
         _, st, ru = os.wait4(pid, 0)
+        marks = []
         os.set_blocking(tr, False)
         try:
-            data = os.read(tr, _LINE_MAX + 1)
+            while sum(map(len, marks)) < 1 << 20:
+                chunk = os.read(tr, 1 << 16)
+                if not chunk:
+                    break
+                marks.append(chunk)
         except OSError:
-            data = b""
+            pass
         os.close(tr)
-        first = data.split(b"\n", 1)[0]
-        if first:
-            _line(fd, first[:_LINE_MAX])  # the worker checks it against the grammar
-        elif os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0:
-            out = _read_output("out-%d" % i, cap + 1)
-            if len(out) > cap:
-                _line(fd, b"V")
-            else:
-                _line(fd, b"S " + json.dumps(out.decode("utf-8", "replace")).encode())
+        # "<i>b" opens test i, "e" closes it: the runner died inside its last test if that
+        # has no "e" (a lie only misplaces this sample's own results).
+        marks = b"".join(marks)
+        at = marks.rfind(b"b")
+        j = at
+        while j > 0 and marks[j - 1:j].isdigit():
+            j -= 1
+        if at >= 0 and j < at:
+            started = int(marks[j:at])
+            if not k <= started < n:
+                return 1
+            k = started if b"e" not in marks[at:] else started + 1
+            inside = b"e" not in marks[at:]
+        else:
+            inside = False
+        if inside:
+            if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0:
+                out = _read_output("out-%d" % k, cap + 1)
+                _line(fd, b"V" if len(out) > cap else
+                      b"S " + json.dumps(out.decode("utf-8", "replace")).encode())
+            elif os.WIFEXITED(st):
+                _line(fd, b"E NonZeroExit exit status %d" % os.WEXITSTATUS(st))
+            k += 1
         _line(fd, b"X %d %.6f" % (st, ru.ru_utime + ru.ru_stime))
+        if not os.WIFEXITED(st):
+            return 1  # killed (limits): the worker ends the job
     return 0
 
 
-def _between_tests():
-    """Nothing of one test reaches the next: every other process of this job's uid dies (one
-    kill(-1), which a forking process cannot outrun; only where the job has a uid of its own)
-    and the scratch dir (the cwd) is emptied."""
-    import signal
-    if _UID is not None:
+def _runner(job, code, k, fd, tw, cap):
+    """Run tests k.. of a stdin job in this process; one result line per test to `fd`, after
+    "P <pid>" (written here, before any untrusted code runs, so it precedes every result)."""
+    _line(fd, b"P %d" % os.getpid())
+    stem = _input_path(job["id"])
+    n = len(job["inputs"])
+    scratch = _scratch_path(job["id"])
+    while k < n:
+        os.chdir(scratch)
+        _tidy_scratch()
+        f0 = os.open("%s-%d" % (stem, k), os.O_RDONLY)
+        os.dup2(f0, 0)
+        os.close(f0)
+        f1 = os.open("out-%d" % k, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(f1, 1)
+        os.close(f1)
+        sys.stdin = sys.__stdin__ = open(0, "r", closefd=False)
+        sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
+        os.write(tw, b"%db" % k)
+        failed = None
         try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-    grave = ".g" + os.urandom(8).hex()
-    os.mkdir(grave, 0o700)
-    for name in os.listdir("."):
-        if name != grave:
-            os.rename(name, os.path.join(grave, name))
-    _flatten_remove(os.path.abspath(grave))
-
-
-def _run_script(code, fd):
-    """One stdin test in a fresh process: run the module, flush; the failure line to `fd`."""
-    try:
-        exec(code, _program_globals())
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            _line(fd, b"E SystemExit " + _clean(e.code, 100))
-            return 1
-    except BaseException as e:
-        _line(fd, b"E " + _ename(e) + b" " + _clean(e))
-        return 1
-    for stream in (sys.stdout, sys.stderr):
+            exec(code, _program_globals())
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                failed = b"E SystemExit " + _clean(e.code, 100)
+        except BaseException as e:
+            failed = b"E " + _ename(e) + b" " + _clean(e)
+            if isinstance(e, MemoryError):
+                _line(fd, failed)
+                os.write(tw, b"e")
+                return 1  # the process state is no longer trustworthy: a new runner goes on
         try:
-            stream.flush()
+            sys.stdout.flush()
         except BaseException:
             pass
+        if failed is None:
+            out = _read_output(os.path.join(scratch, "out-%d" % k), cap + 1)
+            if len(out) > cap:
+                _line(fd, b"V")
+                return 1
+            _line(fd, b"S " + json.dumps(out.decode("utf-8", "replace")).encode())
+        else:
+            _line(fd, failed)
+        os.write(tw, b"e")
+        k += 1
     return 0
+
+
+def _tidy_scratch():
+    """Best effort, between two tests of one sample: what one left is gone for the next (a
+    courtesy within a sample, not a boundary; samples never share a scratch dir)."""
+    for name in os.listdir("."):
+        try:
+            if os.path.isdir(name) and not os.path.islink(name):
+                _flatten_remove(os.path.abspath(name))
+            else:
+                os.unlink(name)
+        except Exception:
+            pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,8 +643,8 @@ def _cgroup_cpu():
         return None
 
 
-def _kill_others(child_pid):
-    """Kill every process of the job cgroup but the job's main one."""
+def _kill_others(child_pid, keep=None):
+    """Kill every process of the job cgroup but the job's main one (and `keep`)."""
     import signal
     try:
         pids = os.pread(_CPUCG[2], 1 << 16, 0).split()
@@ -606,7 +652,7 @@ def _kill_others(child_pid):
         return
     for p in pids:
         p = int(p)
-        if p > 0 and p != child_pid:
+        if p > 0 and p != child_pid and p != keep:
             try:
                 os.kill(p, signal.SIGKILL)
             except OSError:
@@ -769,17 +815,15 @@ class _Call(_Window):
 
 
 class _StdinBatch(_Window):
-    """Worker-side state of a stdin-mode child: compile, then per test "P" (a run started:
-    its window opens), an optional failure line, "X" (it is over: its result is relayed)."""
+    """Worker-side state of a stdin-mode child: compile, then "P" (a runner started: the
+    window of the next test opens), one result line per test, "X" (the runner is gone)."""
 
     def __init__(self, job, relay, scratch, cap):
         _Window.__init__(self, job)
         self.n = len(job["inputs"])
         self.relay, self.scratch, self.cap = relay, scratch, cap
         self.top = None       # the child (set by the caller)
-        self.cpu_pid = None   # the running test's process, while one runs
-        self.failure = None
-        self.out = None
+        self.cpu_pid = None   # the runner, while one runs
 
     def on_line(self, line, now, cpu):
         tag = line[:1]
@@ -800,55 +844,40 @@ class _StdinBatch(_Window):
         if self.phase == "wait":
             if tag == b"P" and line[2:].isdigit() and len(line) < 20:
                 self.cpu_pid = int(line[2:])
-                self.failure = self.out = None
                 # Without a cgroup the window is the run's own CPU clock, which starts at 0.
                 self.open("test", now, cpu if _CPUCG is not None else 0.0)
                 return None
             return {"status": "corrupt"}
-        # phase "test"
-        if tag == b"E" and line[1:2] == b" " and self.failure is None and self.out is None:
-            err = _split_err(line[2:])
-            if err is None:
+        # phase "test": results of the runner (or of its parent, for a test it did not finish)
+        if tag == b"X":
+            try:
+                st = int(line[2:].split()[0])
+            except (ValueError, IndexError):
                 return {"status": "corrupt"}
-            self.failure = err
-            return None
-        if tag == b"S" and line[1:2] == b" " and self.failure is None and self.out is None:
-            self.out = line  # written by the child's trusted code; decoded by the parent
+            self.cpu_pid = None
+            if not os.WIFEXITED(st):
+                end = _exit_end(self, st)
+                end["test"] = self.k
+                return end
+            self.open("wait", now, cpu if _CPUCG is not None else (_proc_cpu(self.top) or 0.0))
             return None
         if line == b"V":
             return {"status": "output_limit", "test": self.k}
-        if tag != b"X":
-            return {"status": "corrupt"}
-        try:
-            st, run_cpu = line[2:].split()
-            st, run_cpu = int(st), float(run_cpu)
-        except ValueError:
+        if tag == b"S" and line[1:2] == b" ":
+            payload = line  # the parent decodes it strictly
+        elif tag == b"E" and line[1:2] == b" ":
+            err = _split_err(line[2:])
+            if err is None:
+                return {"status": "corrupt"}
+            payload = b"E " + json.dumps({"e": err[0], "m": err[1]}).encode()
+        else:
             return {"status": "corrupt"}
         wall, used = self.took(now, cpu)
-        if _CPUCG is None:
-            used = run_cpu  # the run's rusage (its descendants are not counted here)
-        self.cpu_pid = None
-        k = self.k
-        if used > self.limit:
-            return {"status": "timeout", "test": k}
-        if self.failure is not None:
-            self.relay(k, wall, used, b"E " + json.dumps(
-                {"e": self.failure[0], "m": self.failure[1]}).encode())
-        elif os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0:
-            if self.out is None:
-                return {"status": "corrupt"}
-            self.relay(k, wall, used, self.out)
-        elif os.WIFEXITED(st):
-            self.relay(k, wall, used, b"E " + json.dumps(
-                {"e": "NonZeroExit", "m": "exit status %d" % os.WEXITSTATUS(st)}).encode())
-        else:
-            end = _exit_end(self, st)
-            end["test"] = k
-            return end
+        self.relay(self.k, wall, used, payload)
         self.k += 1
         if self.k == self.n:
             return {"status": "done"}
-        self.open("wait", now, cpu if _CPUCG is not None else (_proc_cpu(self.top) or 0.0))
+        self.open("test", now, cpu)
         return None
 
 
@@ -984,7 +1013,8 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                             if end is not None:
                                 break
                         if state.k != k0 and _CPUCG is not None:
-                            _kill_others(pid)  # what a test started dies with it
+                            # what a test started dies with it
+                            _kill_others(pid, getattr(state, "cpu_pid", None))
                     else:
                         buf.append(chunk)
                         pending += len(chunk)
