@@ -19,8 +19,8 @@ root; docs/sandbox.md has the same list with the tests that attack each class):
    fail nor pass a program.
 2. Time. Every limit is enforced from outside the child: the worker opens a window per phase
    (module load and `Solution()` construction, then each test), measures it on the CPU time of
-   the job's whole process tree (a cgroup v1 cpuacct cgroup per worker, which the worker moves
-   each child into before it runs anything, so setsid'd helpers and daemons count; where none
+   the job's whole process tree (a cgroup v1 cpuacct cgroup per worker, in which the zygote
+   forks every child, so setsid'd helpers and daemons count; where none
    can be made the launcher warns and the child's own CPU clock is used, descendants then
    bounded by the backstop only) plus a wall-clock backstop (2 x limit + 1 s of time the child
    did not spend waiting for a CPU), and SIGKILLs the job when it runs out. When a call-mode

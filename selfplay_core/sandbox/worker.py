@@ -652,7 +652,7 @@ def _kill_others(child_pid, keep=None):
         return
     for p in pids:
         p = int(p)
-        if p > 0 and p != child_pid and p != keep:
+        if p > 0 and p != child_pid and p != keep and p != _ZPID:
             try:
                 os.kill(p, signal.SIGKILL)
             except OSError:
@@ -1090,15 +1090,6 @@ def _fork_child(job, test):
         os.close(r)
         raise OSError("the zygote could not fork a child: %r" % reply[:60])
     pid = int(reply[1:])
-    if _CPUCG is not None:
-        # Into the job cgroup before it runs anything: every process it starts is counted
-        # there (and listed for killing), however it detaches itself.
-        try:
-            os.write(_CPUCG[1], b"%d" % pid)
-        except OSError:
-            import signal
-            os.kill(pid, signal.SIGKILL)
-            raise
     # The child reads its job before anything else (trusted code); it cannot block us for
     # longer than a set-up window.
     data = memoryview(b"%d\n" % test + job["_raw"])
@@ -1431,6 +1422,11 @@ def _split(hash_seed):
         _CPUCG = (os.open(d + "/cpuacct.usage", os.O_RDONLY),
                   os.open(d + "/cgroup.procs", os.O_WRONLY),
                   os.open(d + "/cgroup.procs", os.O_RDONLY))
+        # The zygote joins the job cgroup (the worker stays out): every child it forks is
+        # born there, so every process of a job is counted and listed however it detaches,
+        # and no job pays for a migration (milliseconds each in cgroup v1). The zygote only
+        # forks and reaps, outside every time window.
+        os.write(_CPUCG[1], b"%d" % zygote)
     _send(b"READY " + json.dumps({
         "pid": os.getpid(), "zygote": zygote, "uid": _UID, "isolation": _ISOLATION,
         "python": sys.version.split()[0], "seccomp": _SECCOMP is not None, "memcg": _MEMCG,
