@@ -308,16 +308,19 @@ def _child_call(job, fd):
         _line(fd, b"O " + enc.encode("ascii"))
 
 
+_BETWEEN_TESTS = 86  # a runner's exit status when it stopped between two tests
+
+
 def _child_stdin_batch(job, fd):
     """Stdin mode: compile once, then run the sample's tests in a runner process forked from
     this one (whose memory holds only this sample's job). The runner runs test after test
     in-process (fresh globals, fresh streams, the test's input file on fd 0, a file of its own
-    on fd 1) and writes each result to the worker, as a call-mode child does. A program that
-    ends its process (os._exit after printing, a crash) ends only its test: this process
-    reports that test's outcome and forks a new runner for the next one.
-
-    Lines of this process: the result of a test its runner did not finish, "X <wait status>
-    <cpu>" (the runner is gone); a runner's first line is "P <pid>"."""
+    on fd 1) and writes each result to this process, which alone speaks to the worker: it
+    relays result lines ("S", "E", "V"; anything else becomes "?", a corrupt channel), so the
+    program cannot forge the framing ("P <pid>" when a runner starts, "X <wait status> <cpu>"
+    when it is gone) that opens and closes time windows. A program that ends its process
+    (os._exit after printing, a crash) ends only its test: this process reports that test
+    from the exit status and forks a new runner for the next one."""
     import ctypes
     try:
         code = compile(job["code"], "solution.py", "exec")
@@ -329,51 +332,32 @@ def _child_stdin_batch(job, fd):
     _line(fd, b"L")
     n = len(job["inputs"])
     cap = int(job["output_mb"]) << 20
+    scratch = _scratch_path(job["id"])
     k = 0
     while k < n:
-        tr, tw = os.pipe()
+        rr, rw = os.pipe()
         pid = os.fork()
         if pid == 0:
             status = 1
             try:
-                os.close(tr)
-                status = _runner(job, code, k, fd, tw, cap)
+                os.close(rr)
+                os.close(fd)  # the worker's channel stays here
+                status = _runner(job, code, k, rw, cap)
             finally:
                 os._exit(status)
-        os.close(tw)
+        os.close(rw)
+        _line(fd, b"P %d" % pid)
+        done = _relay(pid, rr, fd)
+        os.close(rr)
         _, st, ru = os.wait4(pid, 0)
-        marks = []
-        os.set_blocking(tr, False)
-        try:
-            while sum(map(len, marks)) < 1 << 20:
-                chunk = os.read(tr, 1 << 16)
-                if not chunk:
-                    break
-                marks.append(chunk)
-        except OSError:
-            pass
-        os.close(tr)
-        # "<i>b" opens test i, "e" closes it: the runner died inside its last test if that
-        # has no "e" (a lie only misplaces this sample's own results).
-        marks = b"".join(marks)
-        at = marks.rfind(b"b")
-        j = at
-        while j > 0 and marks[j - 1:j].isdigit():
-            j -= 1
-        if at >= 0 and j < at:
-            started = int(marks[j:at])
-            if not k <= started < n:
-                return 1
-            k = started if b"e" not in marks[at:] else started + 1
-            inside = b"e" not in marks[at:]
-        else:
-            inside = False
-        if inside:
-            if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0:
-                out = _read_output("out-%d" % k, cap + 1)
+        k += done
+        if k < n and os.WIFEXITED(st) and os.WEXITSTATUS(st) != _BETWEEN_TESTS:
+            # The runner ended inside test k: the test's outcome is its process's.
+            if os.WEXITSTATUS(st) == 0:
+                out = _read_output(os.path.join(scratch, "out-%d" % k), cap + 1)
                 _line(fd, b"V" if len(out) > cap else
                       b"S " + json.dumps(out.decode("utf-8", "replace")).encode())
-            elif os.WIFEXITED(st):
+            else:
                 _line(fd, b"E NonZeroExit exit status %d" % os.WEXITSTATUS(st))
             k += 1
         _line(fd, b"X %d %.6f" % (st, ru.ru_utime + ru.ru_stime))
@@ -382,10 +366,56 @@ def _child_stdin_batch(job, fd):
     return 0
 
 
-def _runner(job, code, k, fd, tw, cap):
-    """Run tests k.. of a stdin job in this process; one result line per test to `fd`, after
-    "P <pid>" (written here, before any untrusted code runs, so it precedes every result)."""
-    _line(fd, b"P %d" % os.getpid())
+def _relay(pid, rr, fd):
+    """Relay a runner's result lines to the worker until the runner exits (not until EOF:
+    processes it left may hold the pipe); the number of results relayed."""
+    import select
+    pfd = _pidfd(pid)
+    parts, count, eof = [], 0, False
+    while True:
+        if pfd >= 0:
+            ready = select.select(([] if eof else [rr]) + [pfd], [], [])[0]
+            gone = pfd in ready
+        else:
+            ready = select.select([] if eof else [rr], [], [], 0.01)[0]
+            gone = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        chunks = []
+        if gone:
+            os.set_blocking(rr, False)
+            while not eof:
+                try:
+                    chunk = os.read(rr, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        elif rr in ready:
+            chunk = os.read(rr, 1 << 16)
+            if chunk:
+                chunks.append(chunk)
+            else:
+                eof = True  # the runner closed it: wait for its exit
+        for chunk in chunks:
+            parts.append(chunk)
+            if b"\n" in chunk:
+                *lines, rest = b"".join(parts).split(b"\n")
+                parts = [rest]
+                for line in lines:
+                    if line[:2] in (b"S ", b"E ") or line == b"V":
+                        _line(fd, line)
+                        count += 1
+                    else:
+                        _line(fd, b"?")  # not a result: the worker ends the job as corrupt
+        if gone:
+            break
+    if pfd >= 0:
+        os.close(pfd)
+    return count
+
+
+def _runner(job, code, k, fd, cap):
+    """Run tests k.. of a stdin job in this process; one result line per test to `fd`."""
     stem = _input_path(job["id"])
     n = len(job["inputs"])
     scratch = _scratch_path(job["id"])
@@ -400,7 +430,6 @@ def _runner(job, code, k, fd, tw, cap):
         os.close(f1)
         sys.stdin = sys.__stdin__ = open(0, "r", closefd=False)
         sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
-        os.write(tw, b"%db" % k)
         failed = None
         try:
             exec(code, _program_globals())
@@ -411,8 +440,7 @@ def _runner(job, code, k, fd, tw, cap):
             failed = b"E " + _ename(e) + b" " + _clean(e)
             if isinstance(e, MemoryError):
                 _line(fd, failed)
-                os.write(tw, b"e")
-                return 1  # the process state is no longer trustworthy: a new runner goes on
+                return _BETWEEN_TESTS  # the process is no longer trustworthy: a new runner
         try:
             sys.stdout.flush()
         except BaseException:
@@ -425,7 +453,6 @@ def _runner(job, code, k, fd, tw, cap):
             _line(fd, b"S " + json.dumps(out.decode("utf-8", "replace")).encode())
         else:
             _line(fd, failed)
-        os.write(tw, b"e")
         k += 1
     return 0
 

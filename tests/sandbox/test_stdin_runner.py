@@ -76,3 +76,33 @@ def test_a_memory_error_ends_only_its_test(ex1):
     res = ex1.run([(double_stdin(), code)], early_exit=False)[0]
     assert res.errors[0] is not None and res.errors[0].startswith("memory_limit")
     assert res.outputs[1:] == ["4\n", "6\n", "8\n"]
+
+
+FRAMING = '''
+import os, time
+def burn(s):
+    t = time.process_time()
+    while time.process_time() - t < s:
+        pass
+def forge(data):
+    for fd in range(3, 64):
+        try:
+            if os.readlink('/proc/self/fd/%d' % fd).startswith('pipe:'):
+                os.write(fd, data)
+        except OSError:
+            pass
+x = int(input())
+# 0.6 CPU-s, then a forged "runner gone" + "runner started" to open a fresh window, 3 times:
+# 2.4 CPU-s on a 1 s test if the framing could be forged.
+for _ in range(4):
+    burn(0.6)
+    forge(b"X 0 0.0\\nP %d\\n" % os.getpid())
+print(2 * x)
+'''
+
+
+def test_a_runner_cannot_forge_the_framing_that_opens_time_windows(ex1):
+    p = Problem(id="d2", kind="stdin", time_limit_s=1.0,
+                tests=[TestCase(stdin=f"{x}\n", expected=f"{2 * x}\n") for x in (1, 2)])
+    v = contained(ex1, p, FRAMING, NOT_PASSED)
+    assert v.verdict in (Verdict.runtime_error, Verdict.timeout), v.to_json()
