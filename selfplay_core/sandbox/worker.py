@@ -61,7 +61,7 @@ _SCRATCH_ROOT = "/tmp/sp-scratch"
 _SECCOMP = None  # (base filter, pure filter) as ctypes sock_fprog objects, or None
 _MEMCG = False   # the worker lives in a memory cgroup of its own (the parent set its limit)
 _CPUCG_DIR = None  # this worker's job CPU cgroup (cgroup v1 cpuacct), if the parent made one
-_CPUCG = None      # its (cpuacct.usage, cgroup.procs for writing, cgroup.procs for reading) fds
+_CPUCG = None      # its (cpuacct.usage, cgroup.procs for writing) fds
 
 # Modules solutions commonly use. Importing them once here makes every child start warm and
 # keeps imports working after the child has dropped to a uid that cannot read the stdlib dir.
@@ -673,8 +673,14 @@ def _cgroup_cpu():
 def _kill_others(child_pid, keep=None):
     """Kill every process of the job cgroup but the job's main one (and `keep`)."""
     import signal
+    # A fresh open each time: cgroup v1 serves a re-read of an open cgroup.procs from a pid
+    # list cached for a second, which would miss processes started since.
     try:
-        pids = os.pread(_CPUCG[2], 1 << 16, 0).split()
+        fd = os.open(_CPUCG_DIR + "/cgroup.procs", os.O_RDONLY)
+        try:
+            pids = os.read(fd, 1 << 20).split()
+        finally:
+            os.close(fd)
     except OSError:
         return
     for p in pids:
@@ -1447,8 +1453,7 @@ def _split(hash_seed):
         global _CPUCG
         d = _CPUCG_DIR
         _CPUCG = (os.open(d + "/cpuacct.usage", os.O_RDONLY),
-                  os.open(d + "/cgroup.procs", os.O_WRONLY),
-                  os.open(d + "/cgroup.procs", os.O_RDONLY))
+                  os.open(d + "/cgroup.procs", os.O_WRONLY))
         # The zygote joins the job cgroup (the worker stays out): every child it forks is
         # born there, so every process of a job is counted and listed however it detaches,
         # and no job pays for a migration (milliseconds each in cgroup v1). The zygote only
