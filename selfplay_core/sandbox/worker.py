@@ -7,7 +7,8 @@ This file runs in two places:
   the zygote (pid 1 of the sandbox), which never reads a job; it forks the worker, which speaks
   to the parent, and, on the worker's request, one child per job. The child reads its own job
   from a pipe, drops privileges, applies rlimits and a seccomp filter, and runs the untrusted
-  code: every call test in that process, or (stdin) one fresh process per test forked from it;
+  code: every call test in that process, or (stdin) every test in a runner process forked from
+  it, whose results it relays (a new runner when one ends its process);
 * imported by the trusted parent, which also re-exports the value codec from it (the one codec
   shared by both sides lives in `selfplay_core/values.py`; the worker's program is the codec's
   and the seccomp filters' sources followed by this one's, see `backends.worker_source`).
@@ -38,10 +39,11 @@ Child -> worker (the result pipe; untrusted once the program runs): one ASCII li
                          compiled (stdin mode)
     O <json>             one test's result        E <name> <text>   one test raised
     U <text>             result not serializable
-  stdin mode, per test (the runs never hold this pipe; the child writes for them):
-    P <pid>              a test's run started     S <json string>   its stdout (exit 0)
-    E <name> <text>      it raised / exited non-0  V                 its stdout was over the cap
-    X <status> <cpu>     it is over (wait status, its CPU seconds)
+  stdin mode (runners never hold this pipe: the child relays their result lines, and turns
+  anything else a runner writes into "?", a corrupt channel):
+    P <pid>              a runner started          S <json string>   one test's stdout
+    E <name> <text>      one test raised / exited non-zero        V  its stdout was over the cap
+    X <status> <cpu>     the runner is gone (wait status, its CPU seconds)
 
 The worker checks every line against this grammar and its position; anything else ends the
 job as ``corrupt`` (that sample's runtime error). Time is the worker's: every window (set-up,
