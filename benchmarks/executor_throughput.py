@@ -6,7 +6,11 @@ Harnesses, each verifying HumanEval+ canonical solutions:
   baseline     (with --baseline-tree DIR) the executor of another checkout, e.g. the commit
                before a change, on the same problems in the same run
   per-process  an evalplus-style harness: a fresh `python` process per sample and suite (call
-               workloads) or per test (stdin), on as many parallel slots as executor workers
+               workloads) or per test (stdin, as a judge runs it), on as many parallel slots
+               as executor workers
+  per-sample   (workloads with stdin samples) the same, but a sample's stdin tests share one
+               fresh process (exec per test with redirected streams): the cheapest fresh-
+               process-per-sample harness
   in-process   the unisolated limit: exec + call + compare in this very process, one core
 
 Workloads:
@@ -14,13 +18,18 @@ Workloads:
   full   HumanEval+ canonical solutions on base + plus inputs (164 samples, 124k tests)
   rl     shaped like RL verification: 8 samples per problem, base inputs only (many small jobs)
   stdin  the same solutions as stdin programs (arguments in, repr of the result out), base
-         inputs, one process per test (small stdin problems)
+         inputs, 4 samples per problem (small stdin problems)
+  mixed  rl and stdin together: 4 call samples and 4 stdin samples per problem, interleaved
 
 Prints samples/s, tests/s, the ratios, and whether all harnesses agree on every verdict.
 Absolute times on a shared machine are noisy; the ratios in one run are what to compare.
 
     python benchmarks/executor_throughput.py [--workload full,rl,stdin] [--limit N]
         [--baseline-tree DIR] [--json OUT]
+
+Before/after a change: pass the earlier checkout as --baseline-tree (e.g. `git archive <commit>
+selfplay_core | tar -x -C /tmp/before`); "executor vs baseline" is then the change's speed-up
+(below 1: the cost of what it added), measured side by side.
 """
 
 from __future__ import annotations
@@ -113,6 +122,53 @@ def per_process(items, workers):
                                capture_output=True, text=True, timeout=600)
             ok = r.stdout.strip() == "1"
         return ok
+
+    with cf.ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(one, items))
+
+
+# The per-sample child for stdin samples: every test of the sample in this one process.
+SAMPLE_CHILD = r"""
+import io, json, os, sys, types
+sys.set_int_max_str_digits(0)
+for name in ("selfplay_core", "selfplay_core.sandbox"):
+    mod = types.ModuleType(name)
+    mod.__path__ = [os.path.join(sys.argv[1], *name.split("."))]
+    sys.modules[name] = mod
+from selfplay_core.sandbox.compare import stdout_matches
+job = json.loads(sys.stdin.read())
+code = compile(job["code"], "solution.py", "exec")
+ok = True
+real_in, real_out = sys.stdin, sys.stdout
+for text, exp in zip(job["inputs"], job["expected"]):
+    buf = io.StringIO()
+    sys.stdin, sys.stdout = io.StringIO(text), buf
+    try:
+        exec(code, {"__name__": "__main__"})
+    except SystemExit as e:
+        ok = e.code in (None, 0)
+    except BaseException:
+        ok = False
+    finally:
+        sys.stdin, sys.stdout = real_in, real_out
+    if not ok or not stdout_matches(buf.getvalue(), exp):
+        ok = False
+        break
+print(1 if ok else 0)
+"""
+
+
+def per_sample(items, workers):
+    """Call samples as in per_process; a stdin sample's tests in one fresh process."""
+    def one(item):
+        p, code = item
+        if p.kind != "stdin":
+            return per_process([item], 1)[0]
+        payload = json.dumps({"code": code, "inputs": [t.stdin for t in p.tests],
+                              "expected": [t.expected for t in p.tests]})
+        r = subprocess.run([sys.executable, "-c", SAMPLE_CHILD, ROOT], input=payload,
+                           capture_output=True, text=True, timeout=600)
+        return r.stdout.strip() == "1"
 
     with cf.ThreadPoolExecutor(workers) as pool:
         return list(pool.map(one, items))
@@ -221,20 +277,30 @@ def run_workload(title, items, ex, tree=None, repeat=3):
             report(name, best[name], n_samples, n_tests, note)
     v_pp, t_pp = timed(lambda: per_process(items, ex.config.workers))
     report("per-process", t_pp, n_samples, n_tests)
+    has_stdin = any(p.kind == "stdin" for p, _ in items)
+    if has_stdin:
+        v_ps, t_ps = timed(lambda: per_sample(items, ex.config.workers))
+        report("per-sample", t_ps, n_samples, n_tests)
     v_ex, t_ex, t_ip = verdicts["executor"], best["executor"], best["in-process"]
     runs = [v_ex, verdicts["in-process"], v_pp] + ([verdicts["baseline"]] if tree else [])
     if tree:
         t_bl = best["baseline"]
         res.update(baseline_s=t_bl, vs_baseline=t_bl / t_ex)
+    if has_stdin:
+        runs.append(v_ps)
     ident = all(r == v_ex for r in runs)
     if not ident:
         names = ["in-process", "per-process"] + (["baseline"] if tree else [])
+        names += ["per-sample"] if has_stdin else []
         for name, r in zip(names, runs[1:]):
             diff = [items[k][0].id for k in range(n_samples) if r[k] != v_ex[k]]
             if diff:
                 print(f"  {name} disagrees with the executor on {len(diff)}: {', '.join(diff[:8])}")
     line = (f"  executor vs per-process: {t_pp / t_ex:5.2f}x   executor vs in-process limit: "
             f"{t_ip / t_ex:5.2f}x")
+    if has_stdin:
+        line += f"   executor vs per-sample: {t_ps / t_ex:5.2f}x"
+        res.update(per_sample_s=t_ps, vs_per_sample=t_ps / t_ex)
     if tree:
         line += f"   executor vs baseline: {t_bl / t_ex:5.2f}x (baseline vs in-process: {t_ip / t_bl:5.2f}x)"
     print(f"{line}   identical verdicts: {ident} ({sum(v_ex)}/{n_samples} passed)")
@@ -268,7 +334,7 @@ def stdin_items(problems, canon):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default="full,rl,stdin",
-                    help="comma-separated: full, rl, stdin (default: all three)")
+                    help="comma-separated: full, rl, stdin, mixed (default: full,rl,stdin)")
     ap.add_argument("--limit", type=int, default=None, help="first N problems only")
     ap.add_argument("--baseline-tree", help="a checkout whose executor runs beside this one")
     ap.add_argument("--repeat", type=int, default=3,
@@ -276,7 +342,7 @@ def main():
     ap.add_argument("--json", help="also write the summary here")
     args = ap.parse_args()
     wanted = [w.strip() for w in args.workload.split(",") if w.strip()]
-    bad = set(wanted) - {"full", "rl", "stdin"}
+    bad = set(wanted) - {"full", "rl", "stdin", "mixed"}
     if bad:
         ap.error(f"unknown workload(s): {', '.join(sorted(bad))}")
     if args.baseline_tree and not os.path.isdir(os.path.join(args.baseline_tree, "selfplay_core")):
@@ -304,8 +370,22 @@ def main():
                                         [(p, canon[p.id]) for p in base for _ in range(8)], ex,
                                         args.baseline_tree, args.repeat))
         if "stdin" in wanted:
-            results.append(run_workload("stdin: canonical solutions as stdin programs, base inputs",
-                                        stdin_items(problems, canon), ex, args.baseline_tree, args.repeat))
+            results.append(run_workload("stdin: canonical solutions as stdin programs, 4 samples/problem",
+                                        [it for it in stdin_items(problems, canon) for _ in range(4)],
+                                        ex, args.baseline_tree, args.repeat))
+        if "mixed" in wanted:
+            base = {p.id: dataclasses.replace(p, tests=p.tests[: p.metadata["n_base"]],
+                                              metadata={"n_base": p.metadata["n_base"]})
+                    for p in problems}
+            std = {p.id: (p, c) for p, c in stdin_items(problems, canon)}
+            mixed = []
+            for p in problems:
+                for _ in range(4):
+                    mixed.append((base[p.id], canon[p.id]))
+                    if p.id in std:
+                        mixed.append(std[p.id])
+            results.append(run_workload("mixed: 4 call + 4 stdin samples/problem, interleaved",
+                                        mixed, ex, args.baseline_tree, args.repeat))
         print(f"\nharness errors: {ex.stats['harness_errors']} (retried: {ex.stats['harness_retries']})")
     if args.json:
         with open(args.json, "w") as f:

@@ -208,7 +208,7 @@ def run(args) -> int:
     from selfplay_core.evaluation.passk import PassAtKError, parse_ks
     from selfplay_core.evaluation.report import write_outputs
     from selfplay_core.evaluation.fit import prompt_problems
-    from selfplay_core.evaluation.runner import EvalConfig, evaluate
+    from selfplay_core.evaluation.runner import EvalConfig, HarnessFailure, evaluate
     from selfplay_core.output_paths import ensure_output_dir
     from selfplay_core.problems import load_samples
     from selfplay_core.sandbox import Executor
@@ -283,7 +283,7 @@ def run(args) -> int:
             result = evaluate(bench, ex, cfg, engine=engine, samples=samples,
                               samples_source=args.samples or "samples", source_info=source,
                               progress=bar.update)
-        except PassAtKError as e:
+        except (PassAtKError, HarnessFailure) as e:
             raise CLIError(str(e)) from None
         finally:
             bar.close()

@@ -2,8 +2,8 @@
 
 A proposal is valid when its reference program, run by `Executor.check_references`, imports
 only ALLOWED_IMPORTS (enforced at run time in the sandbox), runs without error on every
-proposed input, and gives the same outputs in two fresh processes with different hash seeds and
-a broken clock (determinism, also on the other proposals' inputs). Expected outputs always come
+proposed input, and gives the same outputs in sandbox.gate_bits + 1 fresh processes with
+different hash seeds and address layouts, one with a broken clock (determinism, also on the other proposals' inputs). Expected outputs always come
 from the executor, never from the teacher. Near-duplicate checks belong to the self-play loop's
 gate and are not done here.
 """

@@ -72,8 +72,8 @@ def propose(ctx, anchors: Sequence[Anchor], kind: str, direction: str, n: int) -
 def check_references(ctx, items: list[tuple[Problem, str]], probes: int = 3
                      ) -> list[tuple[list | None, str | None]]:
     """The gate for reference programs, in the sandbox (issue 11, class 5): imports outside
-    ALLOWED_IMPORTS refused at run time, two runs in two fresh processes with different hash
-    seeds and a broken clock, on the proposed inputs plus up to `probes` other items' inputs
+    ALLOWED_IMPORTS refused at run time, sandbox.gate_bits + 1 runs in fresh processes with
+    different hash seeds and address layouts, one with a broken clock, on the proposed inputs plus up to `probes` other items' inputs
     of the same arity. (outputs, None) when accepted, else (None, reason): banned_import,
     reference_timeout, reference_error, nondeterministic, harness_error."""
     if not items:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -26,6 +27,8 @@ from selfplay_core.evaluation.passk import PassAtKError, pass_at_k, pass_at_ks
 from selfplay_core.evaluation.prompts import PromptTemplate, get_template
 from selfplay_core.evaluation.verify import verify_programs
 from selfplay_core.problems import InputError, Problem, Sample, SampleVerdict, Verdict
+
+log = logging.getLogger(__name__)
 
 GREEDY_ID = "greedy"
 # Metadata fields that results are broken down by, where a benchmark has them (LCB).
@@ -282,6 +285,28 @@ def _breakdown(results, counts, ks) -> dict:
     return out
 
 
+class HarnessFailure(RuntimeError):
+    """Too many samples ended in a sandbox harness error to trust the scores."""
+
+
+def _check_harness_errors(results, n_samples: int, executor, warnings: list[str]) -> None:
+    """Samples the sandbox could not judge (after its retries) are left out of pass@k: say so
+    loudly, and fail past `sandbox.max_harness_error_share` (and at least 3), as the loop does:
+    a score that rests on a failing sandbox is not a score."""
+    excluded = sum(r["harness_errors"] for r in results)
+    if not excluded:
+        return
+    share = float(getattr(getattr(executor, "config", None), "max_harness_error_share", 0.05))
+    msg = (f"{excluded} of {n_samples} samples ended in a sandbox harness error after retries and "
+           "are left out of pass@k (their problems are scored on fewer samples)")
+    log.warning(msg)
+    warnings.append(msg)
+    if excluded >= 3 and excluded > share * max(1, n_samples):
+        raise HarnessFailure(f"{msg}: more than sandbox.max_harness_error_share={share}; the "
+                             "sandbox is failing (a worker that keeps dying, a full disk, a "
+                             "missing bubblewrap), so no score is reported")
+
+
 def evaluate(bench: BenchmarkSet, executor, config: EvalConfig | None = None, *,
              engine: Engine | None = None, samples: list[Sample] | None = None,
              samples_source: str = "samples", source_info: dict | None = None,
@@ -314,6 +339,7 @@ def evaluate(bench: BenchmarkSet, executor, config: EvalConfig | None = None, *,
     results, counts, missing_ids = _per_problem(bench, scored, ks, cfg.missing, expect_sampled)
     warnings: list[str] = []
     metrics = _metrics(results, counts, ks, warnings)
+    _check_harness_errors(results, len(scored), executor, warnings)
     for r in results:
         r["dataset_version"] = bench.version
         r["content_hash"] = bench.content_hash

@@ -1,11 +1,11 @@
 """AZR's deduction and abduction rounds: triplets (program, input, output).
 
 The proposer sees K reference triplets from its type's buffer and writes a program and one
-input; the executor runs it for the output (`stages.check_references`: twice, in fresh
-processes, under the import allow-list). Deduction:
+input; the executor runs it for the output (`stages.check_references`: in sandbox.gate_bits + 1
+fresh processes, under the import allow-list). Deduction:
 the student predicts the output from program and input (compared as data, in this process).
 Abduction: the student gives an input from program and output, checked by running the program
-on it in the sandbox. Prompts and parsers: `roles.azr`.
+on it in the sandbox in the gate's conditions (`Executor.verify_references`). Prompts and parsers: `roles.azr`.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class TripletRound(Round):
         else:
             flat = [(p.problem.metadata["reference"], ans, p.problem.metadata["n_params"],
                      p.problem.tests[0].expected) for p, row in zip(acc, answers) for ans in row]
-            ok = azr_role.check_abductions(ctx.executor, flat)
+            ok = azr_role.check_abductions(ctx.executor, flat, allowed_imports=S.ALLOWED_IMPORTS)
             passed = [ok[i * n:(i + 1) * n] for i in range(len(acc))]
         parsed = 0
         for p, comps, row, oks in zip(acc, groups, answers, passed):

@@ -467,13 +467,17 @@ def check_deduction(answer: LiteralAnswer | Rejection, expected: Any, atol: floa
 
 
 def check_abductions(executor, items: list[tuple[str, LiteralAnswer | Rejection, int, Any]],
-                     time_limit_s: float = 1.0, memory_limit_mb: int = 256) -> list[bool | None]:
+                     time_limit_s: float = 1.0, memory_limit_mb: int = 256,
+                     allowed_imports=None) -> list[bool | None]:
     """(program, answer, n_params, expected output) -> whether program(answer) == expected
     (None where the sandbox failed to say, after its retries).
 
     The program is model-written, so it runs in the sandbox; the comparison happens in the
     trusted parent on the decoded plain value (a returned object with a lying `__eq__` is an
-    opaque marker there and equals nothing)."""
+    opaque marker there and equals nothing). With `allowed_imports` (the gate's allow-list)
+    the program runs as the gate ran it when it labelled the task (`verify_references`: pure
+    mode, on every reference worker), so a program that behaves differently outside the gate
+    cannot make a wrong answer pass."""
     out = [False] * len(items)
     jobs = []
     for k, (program, answer, n_params, expected) in enumerate(items):
@@ -487,7 +491,9 @@ def check_abductions(executor, items: list[tuple[str, LiteralAnswer | Rejection,
                        time_limit_s=time_limit_s, memory_limit_mb=memory_limit_mb)
         jobs.append((k, prob, Sample(prob.id, k, program)))
     if jobs:
-        verdicts = executor.verify([(p, s) for _, p, s in jobs])
+        pairs = [(p, s) for _, p, s in jobs]
+        verdicts = (executor.verify(pairs) if allowed_imports is None else
+                    executor.verify_references(pairs, allowed_imports=allowed_imports))
         for (k, _, _), v in zip(jobs, verdicts):
             # None: a harness error (the sandbox's fault, after its retries): no verdict
             out[k] = None if v.verdict.value == "harness_error" else v.passed

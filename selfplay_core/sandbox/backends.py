@@ -117,7 +117,8 @@ class _CgroupRoot:
         self._n = 0
 
     @classmethod
-    def detect(cls) -> "_CgroupRoot | None":
+    def detect(cls, controller: str = "memory") -> "_CgroupRoot | None":
+        """Memory: cgroup v1 or a delegated v2 controller. cpuacct: cgroup v1 only."""
         import uuid
         try:
             with open("/proc/self/cgroup") as f:
@@ -128,13 +129,13 @@ class _CgroupRoot:
             return None
         found = None
         for _, controllers, path in own:
-            if "memory" in controllers.split(","):
+            if controller in controllers.split(","):
                 for m in mounts:
                     sep = m.index("-")
-                    if m[sep + 1] == "cgroup" and "memory" in m[sep + 3].split(","):
+                    if m[sep + 1] == "cgroup" and controller in m[sep + 3].split(","):
                         found = (os.path.join(m[4], path.lstrip("/")), 1)
                         break
-        if found is None:
+        if found is None and controller == "memory":
             v2 = next((path for h, c, path in own if h == "0" and c == ""), None)
             mnt = next((m[4] for m in mounts if m[m.index("-") + 1] == "cgroup2"), None)
             if v2 is not None and mnt is not None:
@@ -175,8 +176,10 @@ class PipeWorker:
     """A worker reached through a child process's stdin/stdout pipes."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None,
-                 cgroup: MemoryCgroup | None = None, scratch_mb: int = 0):
+                 cgroup: MemoryCgroup | None = None, scratch_mb: int = 0,
+                 cpu_cgroup: MemoryCgroup | None = None):
         self.cgroup = cgroup
+        self.cpu_cgroup = cpu_cgroup
         self.scratch_mb = scratch_mb
         if cgroup is not None:
             # Join the cgroup before exec, so bubblewrap and everything below it is inside;
@@ -266,6 +269,9 @@ class PipeWorker:
         if self.cgroup is not None:
             self.cgroup.remove()
             self.cgroup = None
+        if self.cpu_cgroup is not None:
+            self.cpu_cgroup.remove()
+            self.cpu_cgroup = None
 
     def close(self) -> None:
         try:
@@ -299,21 +305,29 @@ def bwrap_problem() -> str | None:
 
 
 def _namespace_args() -> list[str]:
-    args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+    # --as-pid-1: the worker's zygote is pid 1 of the namespace, which the worker's kill(-1)
+    # of a job's processes spares (see worker._zygote).
+    args = ["--unshare-ipc", "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     if os.geteuid() != 0:
         args.insert(0, "--unshare-user")
     return args
 
 
+# Where a worker sees its job CPU cgroup (bound there by bubblewrap).
+_CPU_CGROUP_MOUNT = "/run/sp-cpu"
+
+
 def _worker_cmd(exe: str, uid: int, isolation: str, hash_seed: int | None,
-                preload: str | None, memcg: bool = False) -> list[str]:
+                preload: str | None, memcg: bool = False, cpu_cgroup: str | None = None
+                ) -> list[str]:
     """The worker's command line. With a fixed hash seed the interpreter must read
     PYTHONHASHSEED, so `-I` (which implies -E) becomes -s -P: the environment is ours alone
     either way (cleared by bwrap or by Popen)."""
     flags = ["-I", "-S"] if hash_seed is None else ["-s", "-P", "-S"]
     return [exe, *flags, "-c", worker_source(), str(uid), isolation,
-            preload if preload is not None else "-", "memcg" if memcg else "-"]
+            preload if preload is not None else "-", "memcg" if memcg else "-",
+            cpu_cgroup or "-"]
 
 
 class _UidBlock:
@@ -385,21 +399,37 @@ class LocalLauncher:
         if self._cgroups is None and memory_cgroup == "auto":
             log.info("no memory cgroup available: a job's memory is bounded per process "
                      "(address space), by its process count and by the scratch size")
+        # A cpuacct cgroup per worker holds its running job's processes: their CPU time is read
+        # from outside (descendants, setsid'd or not, included) and they can be killed by list.
+        self._cpu_cgroups = _CgroupRoot.detect("cpuacct")
+        if self._cpu_cgroups is None:
+            log.warning("no cpuacct cgroup can be created here (cgroup v1 cpuacct, writable as "
+                        "root): a job's CPU time is its main process's; CPU its descendants use "
+                        "is bounded only by the wall-clock backstop (2 x limit + 1 s)")
 
     @property
     def memory_cgroups(self) -> bool:
         return self._cgroups is not None
 
+    @property
+    def cpu_cgroups(self) -> bool:
+        return self._cpu_cgroups is not None
+
     def release(self) -> None:
         self._uids.release()
+        if self._cpu_cgroups is not None:
+            self._cpu_cgroups.remove()
+            self._cpu_cgroups = None
         if self._cgroups is not None:
             self._cgroups.remove()
             self._cgroups = None
 
-    def argv(self, index: int, hash_seed: int | None = None, preload: str | None = None) -> list[str]:
+    def argv(self, index: int, hash_seed: int | None = None, preload: str | None = None,
+             cpu_cgroup: str | None = None) -> list[str]:
         exe, prefix = _python()
         uid = self.uid_base + index if os.geteuid() == 0 else -1
-        cmd = _worker_cmd(exe, uid, self.isolation, hash_seed, preload, self.memory_cgroups)
+        inside = cpu_cgroup if self.isolation == "none" or cpu_cgroup is None else _CPU_CGROUP_MOUNT
+        cmd = _worker_cmd(exe, uid, self.isolation, hash_seed, preload, self.memory_cgroups, inside)
         if self.isolation == "none":
             return cmd
         args = ["bwrap", *_namespace_args()]
@@ -426,6 +456,10 @@ class LocalLauncher:
                  "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
         if hash_seed is not None:
             args += ["--setenv", "PYTHONHASHSEED", str(hash_seed)]
+        if cpu_cgroup is not None:
+            # Only this worker's job cgroup is visible (its files are root's: a job's uid can
+            # read them, never move a process out).
+            args += ["--bind", cpu_cgroup, _CPU_CGROUP_MOUNT]
         args += ["--chdir", "/tmp", "--"]
         return args + cmd
 
@@ -435,12 +469,14 @@ class LocalLauncher:
         if self.isolation == "none" and hash_seed is not None:
             env = dict(_CLEAN_ENV, PYTHONHASHSEED=str(hash_seed))
         cg = self._cgroups.make(index) if self._cgroups is not None else None
+        cpu = self._cpu_cgroups.make(index) if self._cpu_cgroups is not None else None
         try:
-            w = PipeWorker(self.argv(index, hash_seed, preload), env=env, cgroup=cg,
-                           scratch_mb=self.scratch_mb)
+            w = PipeWorker(self.argv(index, hash_seed, preload, cpu.path if cpu else None),
+                           env=env, cgroup=cg, scratch_mb=self.scratch_mb, cpu_cgroup=cpu)
         except BaseException:
-            if cg is not None:
-                cg.remove()
+            for c in (cg, cpu):
+                if c is not None:
+                    c.remove()
             raise
         if not w.ready_info.get("seccomp"):
             msg = ("sandbox workers run without a seccomp filter here (only x86-64 is "

@@ -9,12 +9,13 @@ Rules (exact; `tests/sandbox/test_compare.py` holds a table for each):
 * Types are checked at every depth: a bool is not an int, a tuple is not a list, also inside
   lists, tuples, sets and dict keys. Set elements and dict keys compare by typed value,
   exactly: `{True, 2.0}` is not `{1, 2}`.
-* Integers compare exactly. An int expected value is matched only by an equal int (or a float
-  that is exactly that integer, as Python's `==` and evalplus allow: `3.0` for `3`, never
-  `1000000100.0` for `1000000007`).
-* Tolerance applies only where the *expected* value is a float (evalplus's rule):
-  |out - exp| <= atol + 1e-7 * |exp|, atol being the task's tolerance or 1e-6 when it gives 0;
-  the output must then be a finite int or float. Complex values: the same, per component.
+* Integers compare exactly unless the task gives its own tolerance. An int expected value is
+  matched only by an equal int (or a float that is exactly that integer, as Python's `==` and
+  evalplus allow: `3.0` for `3`, never `1000000100.0` for `1000000007`).
+* Tolerance (evalplus's rule): a task's explicit `atol` (> 0) applies whatever the expected
+  number's type, int included: |out - exp| <= atol + 1e-7 * |exp|, computed exactly for int
+  outputs. Without one, a float expected value gets atol 1e-6 and an int none. The output
+  must be a finite int or float (never a bool). Complex values: the same, per component.
 * `inf` equals only `inf` of the same sign; `nan` equals only `nan`; never within a tolerance.
 * stdout: token-wise (any whitespace). A token of the expected output that is a plain ASCII
   integer (`[+-]?[0-9]+`) is matched only by an integer token of the same value; one that is a
@@ -56,6 +57,24 @@ def _float_close(out: Any, exp: float, tol: float, rtol: float) -> bool:
     return o == exp or abs(o - exp) <= tol + rtol * abs(exp)
 
 
+def _int_close(out: Any, exp: int, atol: float, rtol: float) -> bool:
+    """`out` (int or float) against an int expectation under a task's own tolerance, computed
+    without rounding the expected integer (|out - exp| is exact for an int output)."""
+    if type(out) is float:
+        if not math.isfinite(out):
+            return False
+        try:
+            diff = abs(out - exp)
+        except OverflowError:
+            return False
+    else:
+        diff = abs(out - exp)
+    try:
+        return diff <= atol + rtol * abs(exp)
+    except OverflowError:  # |exp| beyond floats: rtol 1e-7 as an exact integer bound
+        return diff <= atol or diff <= abs(exp) // 10**7
+
+
 def _key(x: Any) -> Any:
     """A hashable, typed stand-in for a set element or dict key: equal exactly when the values
     are equal *and* of the same types all the way down."""
@@ -84,6 +103,8 @@ def values_match(out: Any, exp: Any, atol: float = 0.0, rtol: float = 1e-7) -> b
     if te is float:
         return _is_num(out) and _float_close(out, exp, atol if atol > 0 else 1e-6, rtol)
     if te is int:
+        if atol > 0 and _is_num(out):
+            return _int_close(out, exp, atol, rtol)
         if to is int:
             return out == exp
         return to is float and math.isfinite(out) and out == exp

@@ -38,6 +38,10 @@ class SandboxConfig(BaseModel):
     # worker's share): bounds a job's memory by every route, forked processes included.
     # auto: where this machine lets us create one; required: refuse to start without.
     memory_cgroup: Literal["auto", "off", "required"] = "auto"
+    # Self-play gate: a reference runs in gate_bits + 1 fresh processes (distinct hash seeds and
+    # address layouts), so output that depends on one random bit of the process passes with
+    # probability at most 2**-gate_bits.
+    gate_bits: int = Field(default=6, ge=1, le=12)
     # Hard cap on one sample's total wall time, whatever its per-test limits add up to.
     max_sample_time_s: float = Field(default=60.0, gt=0)
     docker_image: str = "selfplay-executor:latest"

@@ -10,9 +10,11 @@ system, a size-limited tmpfs at /tmp as the only writable place, uid/gid 65534 (
 does not switch uids: children share the container's unprivileged uid and the pids cgroup stops
 fork bombs), memory = memory+swap limit, pids limit, every capability dropped,
 ``no-new-privileges``, no IPC mounts, no environment from the host, no log driver (results
-never touch the daemon's disk), auto-remove. The worker is pid 1 of the container, so the job
-debris it sweeps after every job is every other process in the container, and it is immune to
-signals from its children.
+never touch the daemon's disk), auto-remove. The worker's zygote is pid 1 of the container (see
+worker._zygote), so the job debris the worker sweeps after every job is every process but those
+two. The worker itself is pid 2 and shares its children's uid: a job can kill it, which ends that
+job as a harness error (retried, then excluded); the bubblewrap backend gives children a uid of
+their own instead.
 
 The ``docker`` package is imported here only, lazily: the rest of the sandbox does not need it.
 """

@@ -60,6 +60,7 @@ class RunResult:
     harness_error: bool = False
     error_names: list[str | None] = field(default_factory=list)  # exception type per test
     cpu_times: list[float] = field(default_factory=list)  # CPU seconds per test (the limit's clock)
+    stderr: str = ""  # the head of what the program wrote to stderr (never compared)
 
 
 @dataclass
@@ -177,6 +178,9 @@ class _Tracker:
                     if end.get("phase") == "load":
                         detail += " (while loading)"
                     r = TestResult(_END_VERDICT[status], 0.0, detail)
+                elif status == "cleanup":
+                    r = TestResult(Verdict.runtime_error, 0.0,
+                                   "the program left files the sandbox could not remove")
                 elif status == "corrupt":
                     r = TestResult(Verdict.runtime_error, 0.0, "program corrupted the result channel")
                 elif outcome.aborted or status == "aborted":
@@ -335,19 +339,24 @@ class Executor:
         return RunResult(t.outputs, errors, [r.time_s for r in tests], v is Verdict.passed,
                          detail, harness_error=v is Verdict.harness_error,
                          error_names=list(t.names),
-                         cpu_times=[r.cpu_s or 0.0 for r in tests])
+                         cpu_times=[r.cpu_s or 0.0 for r in tests],
+                         stderr=str(o.end.get("stderr") or "")[:2000])
 
     # ---- self-play references -----------------------------------------------------------------
     def _ref_pool(self, allowed: frozenset) -> WorkerPool:
         pool = self._ref_pools.get(allowed)
         if pool is None:
-            # Two processes of their own, whatever `workers` is, with distinct hash seeds.
-            a = self._rng.randrange(1, 1 << 31)
-            b = (a + self._rng.randrange(1, 1 << 30)) % (1 << 31) or 1
+            # gate_bits + 1 processes of their own, whatever `workers` is, each with its own
+            # hash seed (and, being a fresh interpreter, its own address layout).
+            n = self.config.gate_bits + 1
+            seeds: list[int] = []
+            while len(seeds) < n:
+                x = self._rng.randrange(1, 1 << 31)
+                if x not in seeds:
+                    seeds.append(x)
             preload = ",".join(sorted(allowed))
-            pool = WorkerPool(self.launcher, 2, index_base=self.config.workers,
-                              spawn_args=[{"hash_seed": a, "preload": preload},
-                                          {"hash_seed": b, "preload": preload}])
+            pool = WorkerPool(self.launcher, n, index_base=self.config.workers,
+                              spawn_args=[{"hash_seed": x, "preload": preload} for x in seeds])
             self._ref_pools[allowed] = pool
         return pool
 
@@ -355,19 +364,22 @@ class Executor:
                          extra_inputs: Sequence[Sequence[list]] | None = None) -> list[ReferenceCheck]:
         """Gate self-play reference programs (call problems) at run time.
 
-        Each program runs twice, in two fresh child processes of two different workers (each
-        with its own hash seed and address layout), the second with a broken clock (every
-        reading NaN or an error); both under an import allow-list enforced in the child
-        (every import, and audit events for files/processes/sockets, raise) and the pure
-        seccomp profile (no files, processes, sockets, randomness or pids at the kernel).
-        Inputs are the problem's plus `extra_inputs[k]` (more probes for nondeterminism:
-        their outcome, value or exception type, must also agree between the runs; they may
-        fail).
+        Each program runs `gate_bits + 1` times, in fresh child processes of as many reference
+        workers (each with its own hash seed and address layout), the second with a broken
+        clock (every reading NaN or an error); all under an import allow-list enforced in the
+        child (every import, and audit events for files/processes/sockets, raise) and the pure
+        seccomp profile (no files, processes, sockets, randomness or pids at the kernel). An
+        output that depends on one random bit of the process therefore agrees in every run
+        with probability 2**-gate_bits. Inputs are the problem's plus `extra_inputs[k]` (more
+        probes for nondeterminism: their outcome, value or exception type, must also agree
+        between the runs; they may fail). Every later run of an accepted reference (an
+        abduction check: `verify_references`) happens in these same conditions.
 
         Rejection reasons: `banned_import`, `reference_timeout`, `reference_error` (on the
         problem's own inputs), `nondeterministic`, `harness_error` (after retries)."""
         allowed = frozenset(allowed_imports)
         pool = self._ref_pool(allowed)
+        runs = pool.n
         probes = []
         for k, (p, code) in enumerate(items):
             extra = list(extra_inputs[k]) if extra_inputs else []
@@ -377,31 +389,60 @@ class Executor:
                            code))
         n = len(probes)
         names = sorted(allowed)
-        pure = [{"allowed": names}] * n + [{"allowed": names, "clock_probe": True}] * n
-        # Both runs in one batch: run A pinned to reference worker 0, run B to worker 1.
-        done = self._execute(pool, probes + probes, early_exit=False, compare_=False, pure=pure,
-                             slots=[0] * n + [1] * n)
+        pure = []
+        for j in range(runs):
+            pure += [{"allowed": names, "clock_probe": True} if j == 1 else {"allowed": names}] * n
+        # All runs in one batch: run j pinned to reference worker j.
+        done = self._execute(pool, probes * runs, early_exit=False, compare_=False, pure=pure,
+                             slots=[j for j in range(runs) for _ in range(n)])
         res = [self._run_result(t, o) for t, o in done]
-        return [self._judge_reference(len(p.tests), res[k], res[n + k])
+        return [self._judge_reference(len(p.tests), [res[j * n + k] for j in range(runs)])
                 for k, (p, _) in enumerate(items)]
 
+    def verify_references(self, items: Sequence[tuple[Problem, Sample]], *, allowed_imports
+                          ) -> list[SampleVerdict]:
+        """Verify reference programs (an abduction check: the task's reference on a proposed
+        input) in the conditions the gate labelled them in: pure mode under the allow-list,
+        once on each reference worker. Passed only if every run passes; a harness error in
+        any run is the verdict's harness error."""
+        allowed = frozenset(allowed_imports)
+        pool = self._ref_pool(allowed)
+        runs, n = pool.n, len(items)
+        pure = [{"allowed": sorted(allowed)}] * (n * runs)
+        done = self._execute(pool, [(p, s.code) for p, s in items] * runs, early_exit=True,
+                             compare_=True, pure=pure,
+                             slots=[j for j in range(runs) for _ in range(n)])
+        verdicts = []
+        for k, (p, s) in enumerate(items):
+            mine = []
+            for j in range(runs):
+                t, o = done[j * n + k]
+                v, tests, detail = t.finalize(o)
+                mine.append(SampleVerdict(p.id, s.sample_id, v, tests, o.wall, detail))
+            bad = [v for v in mine if v.verdict is Verdict.harness_error] or \
+                [v for v in mine if not v.passed]
+            verdicts.append(bad[0] if bad else mine[0])
+        return verdicts
+
     @staticmethod
-    def _judge_reference(n: int, a: RunResult, b: RunResult) -> ReferenceCheck:
-        for r in (a, b):
+    def _judge_reference(n: int, rs: list[RunResult]) -> ReferenceCheck:
+        for r in rs:
             if r.harness_error:
                 return ReferenceCheck(None, "harness_error", r.detail)
-        for r in (a, b):
+        for r in rs:
             names = [x for x in r.error_names if x]
             if "BannedImport" in names or "BannedImport" in (r.detail or ""):
                 return ReferenceCheck(None, "banned_import", r.detail)
+        a = rs[0]
         own_ok = all(e is None for e in a.errors[:n]) and len(a.errors) >= n
         if not own_ok:
             err = next((e for e in a.errors[:n] if e), a.detail or "failed")
             reason = "reference_timeout" if str(err).startswith("timeout") else "reference_error"
             return ReferenceCheck(None, reason, str(err)[:200])
-        if not all(e is None for e in b.errors[:n]):
-            return ReferenceCheck(None, "nondeterministic", "second run failed: " + str(
-                next((e for e in b.errors[:n] if e), b.detail))[:180])
+        for j, b in enumerate(rs[1:], 1):
+            if not all(e is None for e in b.errors[:n]):
+                return ReferenceCheck(None, "nondeterministic", f"run {j + 1} failed: " + str(
+                    next((e for e in b.errors[:n] if e), b.detail))[:180])
 
         def outcome(r: RunResult, i: int):
             e = r.errors[i]
@@ -413,14 +454,16 @@ class Executor:
 
         extra = []
         for i in range(len(a.errors)):
-            x, y = outcome(a, i), outcome(b, i)
+            x = outcome(a, i)
             if i >= n:
                 extra.append(x)
-            if x is None or y is None:
-                continue
-            if not _same_outcome(x, y):
-                return ReferenceCheck(None, "nondeterministic",
-                                      f"input {i} gives different results in two runs")
+            for b in rs[1:]:
+                y = outcome(b, i)
+                if x is None or y is None:
+                    continue
+                if not _same_outcome(x, y):
+                    return ReferenceCheck(None, "nondeterministic",
+                                          f"input {i} gives different results in two runs")
         return ReferenceCheck(a.outputs[:n], None, None, extra)
 
 

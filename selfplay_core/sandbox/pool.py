@@ -236,9 +236,11 @@ class WorkerPool:
             return True
 
         def dispatch(slot: _Slot) -> None:
-            if slot.restart and not slot.queue:
+            if slot.restart:
+                # The worker exits after the job it finished: jobs sent behind that one never
+                # started there, so they go to its replacement, never charged to it.
                 replace(slot)
-            while len(slot.queue) < (1 if slot.restart else _DEPTH) and send_one(slot):
+            while len(slot.queue) < _DEPTH and send_one(slot):
                 pass
 
         def finish(slot: _Slot, jid: int, end: dict | None = None, harness: str | None = None) -> None:

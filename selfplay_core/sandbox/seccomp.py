@@ -61,9 +61,15 @@ _DENY_PURE = {
     280: "utimensat", 261: "futimesat", 80: "chdir", 81: "fchdir", 253: "inotify_init",
     294: "inotify_init1", 99: "sysinfo", 100: "times", 98: "getrusage",
     # Process identity: pids in a worker's pid namespace repeat from worker to worker, so
-    # they would not even show up as nondeterminism; refused, they read as -1 everywhere.
+    # they would not even show up as nondeterminism; refused, they read as -1 everywhere
+    # (the kernel's -EPERM is -1, which CPython returns as is: a constant, never an error).
     39: "getpid", 110: "getppid", 186: "gettid", 121: "getpgid", 124: "getsid",
     111: "getpgrp",
+    # Machine and process facts: the host's name and kernel (the UTS namespace starts as a
+    # copy), the job's uid and scratch path, CPU placement. Refused: CPython raises OSError.
+    63: "uname", 79: "getcwd", 204: "sched_getaffinity", 309: "getcpu",
+    102: "getuid", 104: "getgid", 107: "geteuid", 108: "getegid", 118: "getresuid",
+    120: "getresgid",
 }
 
 

@@ -2,10 +2,13 @@
 
 This file runs in two places:
 
-* as the worker process (``python -I -S -c <this source> <uid> <isolation>``), started by a
-  backend inside bubblewrap or a container. It forks one child per job (call tests) or per
-  test (stdin tests); the child drops privileges, applies rlimits and a seccomp filter, and
-  runs the untrusted code;
+* as the worker (``python -I -S -c <this source> <uid> <isolation> ...``), started by a backend
+  inside bubblewrap or a container. The first process loads what programs need and becomes
+  the zygote (pid 1 of the sandbox), which never reads a job; it forks the worker, which speaks
+  to the parent, and, on the worker's request, one child per job. The child reads its own job
+  from a pipe, drops privileges, applies rlimits and a seccomp filter, and runs the untrusted
+  code: every call test in that process, or (stdin) every test in a runner process forked from
+  it, whose results it relays (a new runner when one ends its process);
 * imported by the trusted parent, which also re-exports the value codec from it (the one codec
   shared by both sides lives in `selfplay_core/values.py`; the worker's program is the codec's
   and the seccomp filters' sources followed by this one's, see `backends.worker_source`).
@@ -32,9 +35,15 @@ Child -> worker (the result pipe; untrusted once the program runs): one ASCII li
     S                    set-up done (written by trusted code before any untrusted code runs)
     H <text>             set-up failed (only valid before S: the one harness error of a child)
     C <text>             compile error           X <name> <text>   load error (call mode)
-    L                    loaded: module ran, entry found, Solution() built (call mode)
+    L                    loaded: module ran, entry found, Solution() built (call mode);
+                         compiled (stdin mode)
     O <json>             one test's result        E <name> <text>   one test raised
     U <text>             result not serializable
+  stdin mode (runners never hold this pipe: the child relays their result lines, and turns
+  anything else a runner writes into "?", a corrupt channel):
+    P <pid>              a runner started          S <json string>   one test's stdout
+    E <name> <text>      one test raised / exited non-zero        V  its stdout was over the cap
+    X <status> <cpu>     the runner is gone (wait status, its CPU seconds)
 
 The worker checks every line against this grammar and its position; anything else ends the
 job as ``corrupt`` (that sample's runtime error). Time is the worker's: every window (set-up,
@@ -53,6 +62,8 @@ _ISOLATION = "none"
 _SCRATCH_ROOT = "/tmp/sp-scratch"
 _SECCOMP = None  # (base filter, pure filter) as ctypes sock_fprog objects, or None
 _MEMCG = False   # the worker lives in a memory cgroup of its own (the parent set its limit)
+_CPUCG_DIR = None  # this worker's job CPU cgroup (cgroup v1 cpuacct), if the parent made one
+_CPUCG = None      # its (cpuacct.usage, cgroup.procs for writing) fds
 
 # Modules solutions commonly use. Importing them once here makes every child start warm and
 # keeps imports working after the child has dropped to a uid that cannot read the stdlib dir.
@@ -96,14 +107,15 @@ if __name__ != "__main__":  # imported by the parent: the worker's main() is not
 # Child side: runs untrusted code. Everything below happens after fork, in the child only.
 # --------------------------------------------------------------------------------------------
 
-def _confine(job, scratch, out_fd, in_path):
+def _confine(job, scratch, out_fd, in_path, err_fd):
     """Drop privileges, set limits, install seccomp. Runs before any untrusted code."""
     import resource
     import signal
 
     os.setpgid(0, 0)  # own process group; setsid() would build a scheduler autogroup (slow)
-    # Standard streams: stdin from the test input (or /dev/null), stdout/stderr to a file in
-    # scratch whose size RLIMIT_FSIZE caps. Nothing else stays open but the result pipe.
+    # Standard streams: stdin from the test input (or /dev/null), stdout to a file in scratch
+    # whose size RLIMIT_FSIZE caps, stderr to a pipe the worker drains and keeps the head of
+    # (never compared: it cannot change a verdict). Nothing else stays open but the result pipe.
     fd0 = os.open(in_path or "/dev/null", os.O_RDONLY)
     os.dup2(fd0, 0)
     os.close(fd0)
@@ -119,8 +131,9 @@ def _confine(job, scratch, out_fd, in_path):
     os.chdir(scratch)
     fd1 = os.open(os.path.join(scratch, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd1, 1)
-    os.dup2(fd1, 2)
     os.close(fd1)
+    os.dup2(err_fd, 2)
+    os.close(err_fd)
     os.closerange(3, out_fd)
     os.closerange(out_fd + 1, 65536)
     mem = int(job["memory_mb"]) << 20
@@ -297,28 +310,166 @@ def _child_call(job, fd):
         _line(fd, b"O " + enc.encode("ascii"))
 
 
-def _child_stdin(job, fd):
-    """Run the program once as a script, on the stdin already wired to fd 0. Success is exit
-    status 0; a failure line tells why otherwise."""
+_BETWEEN_TESTS = 86  # a runner's exit status when it stopped between two tests
+
+
+def _child_stdin_batch(job, fd):
+    """Stdin mode: compile once, then run the sample's tests in a runner process forked from
+    this one (whose memory holds only this sample's job). The runner runs test after test
+    in-process (fresh globals, fresh streams, the test's input file on fd 0, a file of its own
+    on fd 1) and writes each result to this process, which alone speaks to the worker: it
+    relays result lines ("S", "E", "V"; anything else becomes "?", a corrupt channel), so the
+    program cannot forge the framing ("P <pid>" when a runner starts, "X <wait status> <cpu>"
+    when it is gone) that opens and closes time windows. A program that ends its process
+    (os._exit after printing, a crash) ends only its test: this process reports that test
+    from the exit status and forks a new runner for the next one."""
+    import ctypes
     try:
         code = compile(job["code"], "solution.py", "exec")
     except BaseException as e:
         _line(fd, b"C " + _ename(e) + b": " + _clean(e))
         return 1
-    try:
-        exec(code, _program_globals())
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            _line(fd, b"E SystemExit " + _clean(e.code, 100))
-            return 1
-    except BaseException as e:
-        _line(fd, b"E " + _ename(e) + b" " + _clean(e))
-        return 1
-    try:
-        sys.stdout.flush()
-    except BaseException:
-        pass
+    # A runner shares this process's uid: keep it from reading or writing this one's memory.
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    _line(fd, b"L")
+    n = len(job["inputs"])
+    cap = int(job["output_mb"]) << 20
+    scratch = _scratch_path(job["id"])
+    k = 0
+    while k < n:
+        rr, rw = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(rr)
+                os.close(fd)  # the worker's channel stays here
+                status = _runner(job, code, k, rw, cap)
+            finally:
+                os._exit(status)
+        os.close(rw)
+        _line(fd, b"P %d" % pid)
+        done = _relay(pid, rr, fd)
+        os.close(rr)
+        _, st, ru = os.wait4(pid, 0)
+        k += done
+        if k < n and os.WIFEXITED(st) and os.WEXITSTATUS(st) != _BETWEEN_TESTS:
+            # The runner ended inside test k: the test's outcome is its process's.
+            if os.WEXITSTATUS(st) == 0:
+                out = _read_output(os.path.join(scratch, "out-%d" % k), cap + 1)
+                _line(fd, b"V" if len(out) > cap else
+                      b"S " + json.dumps(out.decode("utf-8", "replace")).encode())
+            else:
+                _line(fd, b"E NonZeroExit exit status %d" % os.WEXITSTATUS(st))
+            k += 1
+        _line(fd, b"X %d %.6f" % (st, ru.ru_utime + ru.ru_stime))
+        if not os.WIFEXITED(st):
+            return 1  # killed (limits): the worker ends the job
     return 0
+
+
+def _relay(pid, rr, fd):
+    """Relay a runner's result lines to the worker until the runner exits (not until EOF:
+    processes it left may hold the pipe); the number of results relayed."""
+    import select
+    pfd = _pidfd(pid)
+    parts, count, eof = [], 0, False
+    while True:
+        if pfd >= 0:
+            ready = select.select(([] if eof else [rr]) + [pfd], [], [])[0]
+            gone = pfd in ready
+        else:
+            ready = select.select([] if eof else [rr], [], [], 0.01)[0]
+            gone = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        chunks = []
+        if gone:
+            os.set_blocking(rr, False)
+            while not eof:
+                try:
+                    chunk = os.read(rr, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        elif rr in ready:
+            chunk = os.read(rr, 1 << 16)
+            if chunk:
+                chunks.append(chunk)
+            else:
+                eof = True  # the runner closed it: wait for its exit
+        for chunk in chunks:
+            parts.append(chunk)
+            if b"\n" in chunk:
+                *lines, rest = b"".join(parts).split(b"\n")
+                parts = [rest]
+                for line in lines:
+                    if line[:2] in (b"S ", b"E ") or line == b"V":
+                        _line(fd, line)
+                        count += 1
+                    else:
+                        _line(fd, b"?")  # not a result: the worker ends the job as corrupt
+        if gone:
+            break
+    if pfd >= 0:
+        os.close(pfd)
+    return count
+
+
+def _runner(job, code, k, fd, cap):
+    """Run tests k.. of a stdin job in this process; one result line per test to `fd`."""
+    stem = _input_path(job["id"])
+    n = len(job["inputs"])
+    scratch = _scratch_path(job["id"])
+    while k < n:
+        os.chdir(scratch)
+        _tidy_scratch()
+        f0 = os.open("%s-%d" % (stem, k), os.O_RDONLY)
+        os.dup2(f0, 0)
+        os.close(f0)
+        f1 = os.open("out-%d" % k, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(f1, 1)
+        os.close(f1)
+        sys.stdin = sys.__stdin__ = open(0, "r", closefd=False)
+        sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
+        failed = None
+        try:
+            exec(code, _program_globals())
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                failed = b"E SystemExit " + _clean(e.code, 100)
+        except BaseException as e:
+            failed = b"E " + _ename(e) + b" " + _clean(e)
+            if isinstance(e, MemoryError):
+                _line(fd, failed)
+                return _BETWEEN_TESTS  # the process is no longer trustworthy: a new runner
+        try:
+            sys.stdout.flush()
+        except BaseException:
+            pass
+        if failed is None:
+            out = _read_output(os.path.join(scratch, "out-%d" % k), cap + 1)
+            if len(out) > cap:
+                _line(fd, b"V")
+                return 1
+            _line(fd, b"S " + json.dumps(out.decode("utf-8", "replace")).encode())
+        else:
+            _line(fd, failed)
+        k += 1
+    return 0
+
+
+def _tidy_scratch():
+    """Best effort, between two tests of one sample: what one left is gone for the next (a
+    courtesy within a sample, not a boundary; samples never share a scratch dir)."""
+    for name in os.listdir("."):
+        try:
+            if os.path.isdir(name) and not os.path.islink(name):
+                _flatten_remove(os.path.abspath(name))
+            else:
+                os.unlink(name)
+        except Exception:
+            pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,6 +477,36 @@ def _child_stdin(job, fd):
 # --------------------------------------------------------------------------------------------
 
 _pending = []  # result lines held for the next write to the parent (see _flush)
+# The running child's stderr (read end, -1 when closed) and the head of what the job wrote.
+_STDERR = [-1, bytearray()]
+_STDERR_KEEP = 2000
+
+
+def _drain_stderr():
+    """Read what the child wrote to stderr: the head is kept, the rest discarded, so a chatty
+    program never blocks on a full pipe and never grows the worker."""
+    fd = _STDERR[0]
+    try:
+        chunk = os.read(fd, 1 << 16)
+    except BlockingIOError:
+        return
+    except OSError:
+        chunk = b""
+    if not chunk:
+        os.close(fd)
+        _STDERR[0] = -1
+        return
+    head = _STDERR[1]
+    if len(head) < _STDERR_KEEP:
+        head += chunk[:_STDERR_KEEP - len(head)]
+
+
+def _close_stderr():
+    if _STDERR[0] >= 0:
+        _drain_stderr()
+        if _STDERR[0] >= 0:
+            os.close(_STDERR[0])
+            _STDERR[0] = -1
 
 
 def _send(data):
@@ -348,8 +529,16 @@ def _flush():
         data = data[os.write(1, data):]
 
 
+def _scratch_path(job_id):
+    return os.path.join(_SCRATCH_ROOT, "job-%d" % job_id)
+
+
+def _input_path(job_id):
+    return os.path.join(_SCRATCH_ROOT, "input-%d" % job_id)
+
+
 def _make_scratch(job_id):
-    path = os.path.join(_SCRATCH_ROOT, "job-%d" % job_id)
+    path = _scratch_path(job_id)
     if os.path.lexists(path):
         _remove_tree(path)
     os.mkdir(path, 0o700)
@@ -359,10 +548,12 @@ def _make_scratch(job_id):
 
 
 def _remove_tree(path):
-    """Remove a job's scratch dir, including entries the job made unreadable. The fast path
-    (only the stdout file) costs two syscalls."""
-    import shutil
-    import stat
+    """Remove a job's scratch dir, whatever the job left in it (no job process is alive by
+    then). The fast path (only the stdout file) costs two syscalls. Otherwise the tree is
+    flattened: every directory is renamed into a fresh directory of our own before it is
+    emptied, so depth, path length and names cannot matter and nothing recurses; each
+    directory is made ours (mode 0700) before it is opened. Never raises: whatever cannot
+    be removed stays (the caller then replaces the worker)."""
     try:
         names = os.listdir(path)
     except OSError:
@@ -375,21 +566,47 @@ def _remove_tree(path):
             return
         except OSError:
             pass
-    stack, dirs = [path], []
     try:
-        while stack:
-            p = stack.pop()
-            st = os.lstat(p)
-            if stat.S_ISDIR(st.st_mode):
-                os.chmod(p, 0o700)
-                dirs.append(p)
-                stack.extend(os.path.join(p, n) for n in os.listdir(p))
-            else:
-                os.unlink(p)
-        for p in reversed(dirs):
-            os.rmdir(p)
-    except OSError:
-        shutil.rmtree(path, ignore_errors=True)
+        _flatten_remove(path)
+    except Exception:
+        pass  # os.path.lexists(path) tells the caller
+
+
+def _removed(path):
+    return not (os.path.lexists(path) or os.path.lexists(path + ".rm"))
+
+
+def _flatten_remove(path):
+    import stat
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        os.unlink(path)
+        return
+    grave = path + ".rm"
+    if os.path.lexists(grave):
+        raise OSError("a previous removal was interrupted")
+    os.mkdir(grave, 0o700)
+    gfd = os.open(grave, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rename(path, os.path.join(grave, "0"))
+        todo, n = ["0"], 0
+        while todo:
+            name = todo.pop()
+            os.chmod(name, 0o700, dir_fd=gfd)  # a directory (checked when it was moved here)
+            dfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=gfd)
+            try:
+                for entry in os.scandir(dfd):
+                    if entry.is_dir(follow_symlinks=False):
+                        n += 1
+                        os.rename(entry.name, str(n), src_dir_fd=dfd, dst_dir_fd=gfd)
+                        todo.append(str(n))
+                    else:
+                        os.unlink(entry.name, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+            os.rmdir(name, dir_fd=gfd)
+    finally:
+        os.close(gfd)
+    os.rmdir(grave)
 
 
 def _wipe_tmp():
@@ -434,25 +651,47 @@ def _kill_all(child_pid):
                 os.kill(-1, signal.SIGKILL)
             finally:
                 os._exit(0)
+        os.waitpid(pid, 0)
 
 
 def _reap():
-    """Wait for every killed process to be gone. False if one is still there after 5 s (the
-    worker then exits and is replaced)."""
-    import time
-    end = None
-    while True:
+    """Wait for every killed process to be gone (the zygote reaps them: it is their parent
+    or, as pid 1 or subreaper, the parent of their orphans). False if one is still there
+    after 5 s (the worker then exits and is replaced)."""
+    try:
+        return _zy(b"R") == b"D1"
+    except OSError:
+        return False
+
+
+def _cgroup_cpu():
+    """CPU seconds used by every process ever in this worker's job cgroup, or None."""
+    try:
+        return int(os.pread(_CPUCG[0], 64, 0)) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+def _kill_others(child_pid, keep=None):
+    """Kill every process of the job cgroup but the job's main one (and `keep`)."""
+    import signal
+    # A fresh open each time: cgroup v1 serves a re-read of an open cgroup.procs from a pid
+    # list cached for a second, which would miss processes started since.
+    try:
+        fd = os.open(_CPUCG_DIR + "/cgroup.procs", os.O_RDONLY)
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return True
-        if pid == 0:
-            now = time.monotonic()
-            if end is None:
-                end = now + 5.0
-            elif now > end:
-                return False
-            time.sleep(0.0001)
+            pids = os.read(fd, 1 << 20).split()
+        finally:
+            os.close(fd)
+    except OSError:
+        return
+    for p in pids:
+        p = int(p)
+        if p > 0 and p != child_pid and p != keep and p != _ZPID:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _sweep(child_pid):
@@ -488,15 +727,19 @@ def _poll_abort(job_id, timeout):
     other jobs (already finished) are dropped."""
     line = _ctrl_line(timeout)
     while line is not None:
-        try:
-            msg = json.loads(line)
-        except ValueError:
+        if line.startswith(b'{"op": "run"'):
             msg = None
+            _queued.append(line)  # parsed when it runs
+        else:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                msg = None
         if type(msg) is dict:
             if msg.get("op") == "abort" and msg.get("id") == job_id:
                 return True
             if msg.get("op") == "run":
-                _queued.append(msg)
+                _queued.append(line)
         line = _ctrl_line(0) if b"\n" in _ctrl[0] else None
     return False
 
@@ -517,7 +760,7 @@ def _wall_limit(limit):
     return 2.0 * limit + 1.0
 
 
-def _run_delay(pid):
+def _run_delay(pid, top):
     """Seconds process `pid` (its main thread) has waited on a run queue, from
     /proc/<pid>/schedstat; None where the kernel does not keep it, and None while the job has
     other processes: then the wait may be for the job's own processes (a fork bomb), which
@@ -527,10 +770,9 @@ def _run_delay(pid):
             with open("/proc/%d/task/%s/children" % (pid, tid), "rb") as f:
                 if f.read().strip():
                     return None
-        me = os.getpid()
-        with open("/proc/%d/task/%d/children" % (me, me), "rb") as f:
-            if f.read().split() != [b"%d" % pid]:
-                return None  # an orphan of the job was handed to us
+        with open("/proc/%d/task/%d/children" % (_ZPID, _ZPID), "rb") as f:
+            if sorted(f.read().split()) != sorted([b"%d" % top, b"%d" % os.getpid()]):
+                return None  # an orphan of the job was handed to the zygote
         with open("/proc/%d/schedstat" % pid, "rb") as f:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
@@ -607,30 +849,79 @@ class _Call(_Window):
         return None
 
 
-class _Stdin(_Window):
-    """Worker-side state of one stdin-mode child (one test)."""
+class _StdinBatch(_Window):
+    """Worker-side state of a stdin-mode child: compile, then "P" (a runner started: the
+    window of the next test opens), one result line per test, "X" (the runner is gone)."""
 
-    def __init__(self, job):
+    def __init__(self, job, relay, scratch, cap):
         _Window.__init__(self, job)
-        self.failure = None
+        self.n = len(job["inputs"])
+        self.relay, self.scratch, self.cap = relay, scratch, cap
+        self.top = None       # the child (set by the caller)
+        self.cpu_pid = None   # the runner, while one runs
 
     def on_line(self, line, now, cpu):
         tag = line[:1]
         if self.phase == "start":
             if line == b"S":
-                self.open("run", now, cpu)
+                self.open("load", now, cpu)
                 return None
             if tag == b"H":
                 return {"status": "harness", "note": line[2:300].decode("ascii", "replace")}
             return {"status": "harness", "note": "sandbox child broke the protocol"}
-        if tag == b"C" and line[1:2] == b" ":
-            return {"status": "compile_error", "m": line[2:2000].decode("ascii", "replace")}
-        if tag == b"E" and line[1:2] == b" ":
+        if self.phase == "load":
+            if line == b"L":
+                self.open("wait", now, cpu)
+                return None
+            if tag == b"C" and line[1:2] == b" ":
+                return {"status": "compile_error", "m": line[2:2000].decode("ascii", "replace")}
+            return {"status": "corrupt"}
+        if self.phase == "wait":
+            if tag == b"P" and line[2:].isdigit() and len(line) < 20:
+                self.cpu_pid = int(line[2:])
+                # Without a cgroup the window is the run's own CPU clock, which starts at 0.
+                self.open("test", now, cpu if _CPUCG is not None else 0.0)
+                return None
+            return {"status": "corrupt"}
+        # phase "test": results of the runner (or of its parent, for a test it did not finish)
+        if tag == b"X":
+            try:
+                st = int(line[2:].split()[0])
+            except (ValueError, IndexError):
+                return {"status": "corrupt"}
+            self.cpu_pid = None
+            if not os.WIFEXITED(st):
+                end = _exit_end(self, st)
+                end["test"] = self.k
+                return end
+            self.open("wait", now, cpu if _CPUCG is not None else (_proc_cpu(self.top) or 0.0))
+            return None
+        if line == b"V":
+            return {"status": "output_limit", "test": self.k}
+        if tag == b"S" and line[1:2] == b" ":
+            payload = line  # the parent decodes it strictly
+        elif tag == b"E" and line[1:2] == b" ":
             err = _split_err(line[2:])
-            if err:
-                self.failure = err
-                return {"status": "failed"}
-        return {"status": "corrupt"}
+            if err is None:
+                return {"status": "corrupt"}
+            payload = b"E " + json.dumps({"e": err[0], "m": err[1]}).encode()
+        else:
+            return {"status": "corrupt"}
+        wall, used = self.took(now, cpu)
+        self.relay(self.k, wall, used, payload)
+        self.k += 1
+        if self.k == self.n:
+            return {"status": "done"}
+        self.open("test", now, cpu)
+        return None
+
+
+def _proc_cpu(pid):
+    import time
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)
+    except (OSError, TypeError):
+        return None
 
 
 def _pidfd(pid):
@@ -655,14 +946,20 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
 
     job_id = job["id"]
     pfd = _pidfd(pid)
-    clock = ((~pid) << 3) | 2  # CPU clock of process `pid` (MAKE_PROCESS_CPUCLOCK, SCHED)
     cpu_now = [0.0]
 
     def cpu():
-        try:
-            cpu_now[0] = time.clock_gettime(clock)
-        except OSError:
-            pass  # the process is gone: its last value stands (wait4 has the final one)
+        if _CPUCG is not None:
+            # The job's whole process tree, from outside (cgroup accounting).
+            v = _cgroup_cpu()
+            if v is not None:
+                cpu_now[0] = v
+            return cpu_now[0]
+        # CPU clock of the process (MAKE_PROCESS_CPUCLOCK, SCHED): the child, or the run of
+        # the stdin test in progress
+        v = _proc_cpu(getattr(state, "cpu_pid", None) or pid)
+        if v is not None:
+            cpu_now[0] = v  # else the process is gone: its last value stands
         return cpu_now[0]
 
     started = time.monotonic()
@@ -686,7 +983,7 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                 if (wall_left <= 0 or late) and used < state.limit:
                     # Time spent waiting for a CPU is not the program's: credit it (all of the
                     # child's waiting so far, a slight overestimate for later windows).
-                    delay = _run_delay(pid) or 0.0
+                    delay = _run_delay(getattr(state, "cpu_pid", None) or pid, pid) or 0.0
                     wall_left += delay
                     late = now - delay - credit >= deadline_at
                 if used >= state.limit or wall_left <= 0 or late:
@@ -713,6 +1010,8 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
             fds = [0]
             if not eof:
                 fds.append(r)
+            if _STDERR[0] >= 0:
+                fds.append(_STDERR[0])
             if pfd >= 0 and exited is None:
                 fds.append(pfd)
             ready, _, _ = select.select(fds, [], [], max(0.0, min(wait, _KEEPALIVE_S)))
@@ -722,6 +1021,8 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
             if 0 in ready and _poll_abort(job_id, 0.0):
                 end = {"status": "aborted"}
                 break
+            if _STDERR[0] in ready:
+                _drain_stderr()
             if r in ready:
                 try:
                     chunk = os.read(r, 1 << 16)
@@ -738,13 +1039,17 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                         *lines, rest = b"".join(buf).split(b"\n")
                         buf, pending = [rest], len(rest)
                         c = cpu()
+                        k0 = state.k
                         for line in lines:
-                            if len(line) > _LINE_MAX and line[:1] != b"O":
+                            if len(line) > _LINE_MAX and line[:1] not in (b"O", b"S"):
                                 end = {"status": "corrupt"}
                                 break
                             end = state.on_line(line, now, c)
                             if end is not None:
                                 break
+                        if state.k != k0 and _CPUCG is not None:
+                            # what a test started dies with it
+                            _kill_others(pid, getattr(state, "cpu_pid", None))
                     else:
                         buf.append(chunk)
                         pending += len(chunk)
@@ -755,11 +1060,14 @@ def _watch(pid, r, job, deadline_at, state, cap, credit=0.0, credit_wanted=lambd
                     continue
             if exited is None and (pfd < 0 or pfd in ready or eof):
                 if pfd in ready and credit_wanted(now):
-                    state.waited = _run_delay(pid) or 0.0  # readable until reaped
-                p, st, ru = os.wait4(pid, os.WNOHANG)
-                if p:
-                    exited = st
-                    cpu_now[0] = ru.ru_utime + ru.ru_stime
+                    state.waited = _run_delay(pid, pid) or 0.0  # readable until reaped
+                waited = _zy_wait(pid, False)
+                if waited is not None:
+                    exited = waited[0]
+                    if _CPUCG is None:
+                        cpu_now[0] = waited[1]
+                    else:
+                        cpu()
                 elif eof and pfd < 0:
                     time.sleep(0.0002)
                 continue
@@ -793,25 +1101,163 @@ def _exit_end(state, exited):
     return end
 
 
-def _fork_child(job, scratch, in_path, body):
+def _fork_child(job, test):
+    """A fresh child for `job` (its test `test` in stdin mode), forked by the zygote, which
+    never held a job: the child's memory holds its own job, read from a pipe, and nothing
+    else of this worker (queued jobs, earlier jobs, protocol state)."""
+    import select
+    import socket
+    import time
+    jr, jw = os.pipe()
     r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # ---- child
-        status = 0
-        try:
-            os.close(r)
+    er, ew = os.pipe()
+    os.set_blocking(er, False)
+    try:
+        socket.send_fds(_ZSOCK, [b"F"], [jr, w, ew])
+        reply = _ZSOCK.recv(64)
+    finally:
+        os.close(jr)
+        os.close(w)
+        os.close(ew)
+    _STDERR[0] = er
+    if reply[:1] != b"P":
+        os.close(jw)
+        os.close(r)
+        raise OSError("the zygote could not fork a child: %r" % reply[:60])
+    pid = int(reply[1:])
+    # The child reads its job before anything else (trusted code); it cannot block us for
+    # longer than a set-up window.
+    data = memoryview(b"%d\n" % test + job["_raw"])
+    os.set_blocking(jw, False)
+    end = time.monotonic() + _START_S
+    try:
+        while data:
             try:
-                _confine(job, scratch, w, in_path)
-            except BaseException as e:
-                _line(w, b"H " + _ename(e) + b": " + _clean(e))
-                os._exit(0)
-            _line(w, b"S")
-            status = body(job, w) or 0
-        except BaseException:
-            status = 1
-        os._exit(status)
-    os.close(w)
+                data = data[os.write(jw, data[:1 << 20]):]
+            except BlockingIOError:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break  # the child is stuck: its start window says so
+                select.select([], [jw], [], left)
+    except BrokenPipeError:
+        pass  # the child died: _watch reports it
+    finally:
+        os.close(jw)
     return pid, r
+
+
+def _child_main(job_fd, out_fd, err_fd):
+    """A child, just forked by the zygote: read its job, confine itself, run it."""
+    status = 0
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(job_fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(job_fd)
+        head, _, raw = b"".join(chunks).partition(b"\n")
+        del chunks
+        job = json.loads(raw)
+        del raw
+        call = job["mode"] == "call"
+        try:
+            _confine(job, _scratch_path(job["id"]), out_fd, None, err_fd)
+        except BaseException as e:
+            _line(out_fd, b"H " + _ename(e) + b": " + _clean(e))
+            os._exit(0)
+        _line(out_fd, b"S")
+        status = (_child_call if call else _child_stdin_batch)(job, out_fd) or 0
+    except BaseException:
+        status = 1
+    os._exit(status)
+
+
+# --------------------------------------------------------------------------------------------
+# The zygote: the worker's first process. It loads what children need, then forks the
+# worker (which speaks to the parent) and from then on only forks children, waits for them
+# and reaps what a job leaves. It never reads a job, so what it forks is clean. It is pid 1
+# of the sandbox's pid namespace (bwrap --as-pid-1, docker), which kill(-1) spares.
+# --------------------------------------------------------------------------------------------
+
+_ZSOCK = None  # the worker's end of its socket to the zygote
+_ZPID = None   # the zygote's pid, as the worker sees it
+
+
+def _zy(msg):
+    _ZSOCK.send(msg)
+    return _ZSOCK.recv(64)
+
+
+def _zy_wait(pid, block):
+    """(wait status, CPU seconds) of child `pid` once it has exited, else None."""
+    reply = _zy(b"%s%d" % (b"W" if block else b"w", pid))
+    if reply[:1] != b"S":
+        return None
+    st, cpu = reply[1:].split()
+    return int(st), float(cpu)
+
+
+def _zygote(sock, worker_pid):
+    import socket
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 64, 3)
+        except OSError:
+            os._exit(0)
+        if not msg:
+            os._exit(0)  # the worker is gone: so is this sandbox
+        op = msg[:1]
+        if op == b"F" and len(fds) == 3:
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                _child_main(*fds)
+            reply = b"P%d" % pid
+        elif op in (b"W", b"w"):
+            try:
+                p, st, ru = os.wait4(int(msg[1:]), 0 if op == b"W" else os.WNOHANG)
+                reply = b"S%d %.9f" % (st, ru.ru_utime + ru.ru_stime) if p else b"N"
+            except (ChildProcessError, ValueError):
+                reply = b"X"
+        elif op == b"R":
+            reply = b"D1" if _reap_all(worker_pid) else b"D0"
+        else:
+            reply = b"?"
+        for fd in fds:
+            os.close(fd)
+        try:
+            sock.send(reply)
+        except OSError:
+            os._exit(0)
+
+
+def _reap_all(worker_pid):
+    """Reap every process a job left (killed by the worker) until the worker is this
+    process's only child. False if one is still there after 5 s."""
+    import time
+    end = time.monotonic() + 5.0
+    me = os.getpid()
+    while True:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                os._exit(0)
+            if pid == worker_pid:
+                os._exit(0)
+            if pid == 0:
+                break
+        try:
+            with open("/proc/self/task/%d/children" % me, "rb") as f:
+                if f.read().split() == [b"%d" % worker_pid]:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.0001)
 
 
 def _run_job(job):
@@ -827,10 +1273,11 @@ def _run_job(job):
         _pending.append(prefix + b"%d %.6f %.6f " % (i, wall, cpu) + payload)
 
     scratch = _make_scratch(job_id)
+    del _STDERR[1][:]
     try:
         if job["mode"] == "call":
             state = _Call(job, relay)
-            pid, r = _fork_child(job, scratch, None, _child_call)
+            pid, r = _fork_child(job, 0)
             try:
                 res, exited, _, _ = _watch(pid, r, job, deadline_at, state, cap)
             finally:
@@ -838,20 +1285,22 @@ def _run_job(job):
             # Every process of the job is dead and reaped before its end record goes out:
             # a verdict never coexists with a live process of its sample.
             clean = _sweep(pid)
+            _close_stderr()
             end = res if res is not None else _exit_end(state, exited)
             if end["status"] in ("exited", "signal", "timeout", "output_limit", "corrupt"):
                 end.setdefault("test", state.k)
                 end["phase"] = state.phase
         else:
-            end = _run_stdin(job, scratch, deadline_at, cap, relay)
-            clean = end.pop("clean", True)
-            scratch = end.pop("scratch", scratch)
+            end, clean = _run_stdin(job, scratch, deadline_at, cap, relay)
     except BaseException:
         _sweep(-1)  # whatever the job started dies with the worker's failure
+        _close_stderr()
         raise
     _remove_tree(scratch)
     end["wall"] = time.monotonic() - t0
-    restart = not clean or os.path.lexists(scratch)
+    if _STDERR[1]:
+        end["stderr"] = _STDERR[1].decode("utf-8", "replace")
+    restart = not clean or not _removed(scratch)
     if restart:
         end["restart"] = True  # the parent replaces this worker before its next job
     _send(b"E %d %s" % (job_id, json.dumps(end).encode()))
@@ -860,70 +1309,36 @@ def _run_job(job):
 
 
 def _run_stdin(job, scratch, deadline_at, cap, relay):
-    """One child per test, each in a fresh scratch dir. A test whose program raised or exited
-    non-zero is reported and the next one runs; any other failure ends the job there."""
-    job_id = job["id"]
-    in_path = os.path.join(_SCRATCH_ROOT, "input-%d" % job_id)
-    end = {"status": "done"}
-    clean = True
-    credit = 0.0  # run-queue waits of earlier tests' children, credited to the deadline
-    import time
-    half_deadline = time.monotonic() + (deadline_at - time.monotonic()) / 2
+    """One child for all of a sample's tests (see _child_stdin_batch); the inputs are files
+    it can read, written here first."""
+    stem = _input_path(job["id"])
+    paths = []
     try:
         for i, text in enumerate(job["inputs"]):
-            if i:
-                _remove_tree(scratch)  # fresh scratch per test: nothing carries over
-                scratch = _make_scratch(job_id)
-                if _poll_abort(job_id, 0):
-                    end = {"status": "aborted"}
-                    break
-            with open(in_path, "w") as f:
+            paths.append("%s-%d" % (stem, i))
+            with open(paths[-1], "w") as f:
                 f.write(text)
-            state = _Stdin(job)
-            pid, r = _fork_child(job, scratch, in_path, _child_stdin)
-            try:
-                res, exited, t_end, c_end = _watch(pid, r, job, deadline_at, state, cap, credit,
-                                                   lambda now: now > half_deadline)
-            finally:
-                os.close(r)
-            credit += state.waited
-            clean = _sweep(pid)
-            wall, used = state.took(t_end, c_end)
-            if res is None and used > state.limit:
-                res = {"status": "timeout"}  # exited, but past its CPU limit
-            if res is None:
-                res = _exit_end(state, exited)
-                if res["status"] == "exited":
-                    if res.get("code") == 0:
-                        data = _read_output(os.path.join(scratch, "stdout"), cap + 1)
-                        if len(data) > cap:
-                            res = {"status": "output_limit"}
-                        else:
-                            relay(i, wall, used, b"S " + json.dumps(data.decode("utf-8", "replace")).encode())
-                            res = None
-                    else:
-                        relay(i, wall, used, b"E " + json.dumps(
-                            {"e": "NonZeroExit", "m": "exit status %s" % res.get("code")}).encode())
-                        res = None
-            elif res["status"] == "failed":
-                name, msg = state.failure
-                relay(i, wall, used, b"E " + json.dumps({"e": name, "m": msg}).encode())
-                res = None
-            if res is not None:
-                res.setdefault("test", i)
-                end = res
-                break
-            if not clean:
-                break
-            _flush()  # before the next test: the parent may want to abort the job
-    finally:
+            os.chmod(paths[-1], 0o644)
+        state = _StdinBatch(job, relay, scratch, cap)
+        pid, r = _fork_child(job, 0)
+        state.top = pid
         try:
-            os.unlink(in_path)
-        except OSError:
-            pass
-    end["clean"] = clean
-    end["scratch"] = scratch
-    return end
+            res, exited, _, _ = _watch(pid, r, job, deadline_at, state, cap)
+        finally:
+            os.close(r)
+        clean = _sweep(pid)
+        _close_stderr()
+    finally:
+        for path in paths:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    end = res if res is not None else _exit_end(state, exited)
+    if end["status"] in ("exited", "signal", "timeout", "output_limit", "corrupt", "memory_limit"):
+        end.setdefault("test", state.k)
+        end["phase"] = state.phase
+    return end, clean
 
 
 def _read_output(path, limit):
@@ -959,6 +1374,9 @@ def main(argv):
     _ISOLATION = argv[2]
     preload = argv[3].split(",") if len(argv) > 3 and argv[3] != "-" else _PRELOAD
     _MEMCG = len(argv) > 4 and argv[4] == "memcg"
+    if len(argv) > 5 and argv[5] != "-":
+        global _CPUCG_DIR
+        _CPUCG_DIR = argv[5]
     sys.path[:] = [p for p in sys.path if p]  # never import from the working directory
     for name in _ESSENTIAL + [m for m in preload if m]:
         try:
@@ -1008,27 +1426,62 @@ def main(argv):
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
     os.makedirs(_SCRATCH_ROOT, mode=0o755, exist_ok=True)
     # Objects that exist now are never collected: a child's garbage collections then do not
-    # touch (and copy) the worker's pages.
+    # touch (and copy) these pages.
     gc.collect()
     gc.freeze()
+    _split(hash_seed)
+
+
+def _split(hash_seed):
+    """This process becomes the zygote; its child becomes the worker, which alone reads the
+    parent's jobs (see _zygote)."""
+    global _ZSOCK, _ZPID
+    import socket
+    zsock, wsock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid:
+        wsock.close()
+        # The parent's pipes are the worker's alone; children get their own fds 0-2.
+        null = os.open("/dev/null", os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        _zygote(zsock, pid)
+        os._exit(0)
+    zsock.close()
+    _ZSOCK, _ZPID = wsock, zygote
+    if _CPUCG_DIR is not None:
+        global _CPUCG
+        d = _CPUCG_DIR
+        _CPUCG = (os.open(d + "/cpuacct.usage", os.O_RDONLY),
+                  os.open(d + "/cgroup.procs", os.O_WRONLY))
+        # The zygote joins the job cgroup (the worker stays out): every child it forks is
+        # born there, so every process of a job is counted and listed however it detaches,
+        # and no job pays for a migration (milliseconds each in cgroup v1). The zygote only
+        # forks and reaps, outside every time window.
+        os.write(_CPUCG[1], b"%d" % zygote)
     _send(b"READY " + json.dumps({
-        "pid": os.getpid(), "uid": _UID, "isolation": _ISOLATION,
+        "pid": os.getpid(), "zygote": zygote, "uid": _UID, "isolation": _ISOLATION,
         "python": sys.version.split()[0], "seccomp": _SECCOMP is not None, "memcg": _MEMCG,
-        "hash_seed": hash_seed}).encode())
+        "cpu_cgroup": _CPUCG is not None, "hash_seed": hash_seed}).encode())
     while True:
         if _queued:
-            job = _queued.pop(0)
+            line = _queued.pop(0)
         else:
-            try:
-                job = json.loads(_ctrl_line(None))
-            except ValueError:
-                continue
+            line = _ctrl_line(None)
+        try:
+            job = json.loads(line)
+        except ValueError:
+            continue
         if type(job) is dict and job.get("op") == "run":
+            job["_raw"] = line
             try:
                 _run_job(job)
             except Exception as e:  # a bug here must not take the worker down silently
                 _send(b"E %d %s" % (job.get("id", -1), json.dumps(
-                    {"status": "harness", "note": "%s: %s" % (type(e).__name__, e)}).encode()))
+                    {"status": "harness", "note": "%s: %s" % (type(e).__name__, e),
+                     "restart": True}).encode()))
                 os._exit(3)
             if _ISOLATION == "docker":
                 _wipe_tmp()

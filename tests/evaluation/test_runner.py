@@ -8,7 +8,7 @@ from selfplay_core.datasets.registry import load_benchmark
 from selfplay_core.engines.base import Completion, Engine, SamplingParams
 from selfplay_core.evaluation.passk import PassAtKError
 from selfplay_core.evaluation.prompts import PromptTemplate
-from selfplay_core.evaluation.runner import EvalConfig, evaluate
+from selfplay_core.evaluation.runner import EvalConfig, HarnessFailure, evaluate
 from selfplay_core.problems import InputError, Sample, Verdict
 
 IDS = ["HumanEval/0", "HumanEval/2", "HumanEval/10", "HumanEval/32", "HumanEval/53", "HumanEval/130"]
@@ -213,6 +213,17 @@ def test_harness_errors_are_retried_then_left_out(he, executor):
     run = evaluate(he, FlakyExecutor(executor), EvalConfig(ks=[3]), samples=samples3)
     assert run.report["metrics"]["pass@3"] == 1.0
     assert "pass@3 over 5 of 6 problems" in run.report["warnings"][0]
+
+
+def test_excluded_harness_errors_are_reported_and_fail_past_the_share(he, executor):
+    samples = [Sample(p.id, "ok", he.references[p.id]) for p in he.problems]
+    one_broken = samples + [Sample("HumanEval/0", "broken", he.references["HumanEval/0"])]
+    run = evaluate(he, FlakyExecutor(executor), EvalConfig(ks=[1]), samples=one_broken)
+    assert any("1 of 7 samples ended in a sandbox harness error" in w for w in run.report["warnings"])
+    # 3 of 9 samples (33 %) is past the default share (5 %): no score is reported.
+    three = samples + [Sample(pid, "broken", he.references[pid]) for pid in IDS[:3]]
+    with pytest.raises(HarnessFailure, match="3 of 9 samples.*max_harness_error_share"):
+        evaluate(he, FlakyExecutor(executor), EvalConfig(ks=[1]), samples=three)
 
 
 def test_selecting_ids_outside_the_window_is_an_error():

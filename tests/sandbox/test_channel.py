@@ -178,8 +178,10 @@ STDIN_ATTACKS = [
     # the right answer printed, then a non-zero exit that skips Python's own exit handling
     ("import os, sys\nprint(2 * int(input()))\nsys.stdout.flush()\nos._exit(3)\n",
      {Verdict.runtime_error}),
-    # a forged stdout record on the result channel, then a clean exit
-    (WRITER.replace("PAYLOAD", repr(b'S "6\\n"\n')) + "f(0)\n", {Verdict.runtime_error}),
+    # a forged stdout record on the result channel, then a clean exit: a sample's tests share
+    # a runner, so the record is this test's answer (as if printed); the next test gets none
+    (WRITER.replace("PAYLOAD", repr(b'S "6\\n"\n')) + "f(0)\n",
+     {Verdict.runtime_error, Verdict.wrong_answer}),
     # a forged "done" in the old format, then a hang
     (WRITER.replace("PAYLOAD", repr(b'{"i": 0}\n')).replace("os._exit(0)", "import time; time.sleep(60)")
      + "print(6)\nf(0)\n", {Verdict.runtime_error, Verdict.timeout}),

@@ -36,7 +36,21 @@ VALUES = [
     (1000000007.0, 1000000007, 0, True),    # ... but an exactly equal float is that integer
     (10.0 ** 20, 10**20 + 1, 0, False),     # compared exactly, not through float()
     (10**400 + 1, 10**400, 0, False),
-    (2.5, 2, 0.5, False),                   # a task atol does not loosen an int expectation
+    # --- issue 48, class 7: a task's explicit atol applies to an int expectation too (evalplus)
+    (1.25, 1, 0.5, True),                   # |1.25 - 1| = 0.25 <= 0.5
+    (2.5, 2, 0.5, True),                    # 0.5 <= 0.5 + 2e-7
+    (2.6, 2, 0.5, False),                   # 0.6 > 0.5 + 2e-7
+    (3, 2, 0.5, False),                     # an int output: |3 - 2| = 1 > 0.5
+    (2, 2, 0.5, True),
+    (True, 1, 0.5, False),                  # bool is still no number
+    (float("inf"), 1, 0.5, False),
+    (float("nan"), 1, 0.5, False),
+    ([1.25, 3], [1, 3], 0.5, True),         # inside containers too
+    ((1, 2.7), (1, 2), 0.5, False),
+    (10**20 + 5, 10**20, 0.5, True),        # rtol 1e-7 of 1e20 is 1e13
+    (10**400 + 10**392, 10**400, 0.5, True),   # beyond floats: 1e392 <= 1e393, exactly
+    (10**400 + 10**394, 10**400, 0.5, False),  # 1e394 > 1e393
+    (2.0000001, 2, 0, False),               # without a task atol an int stays exact
     (3, 3.0000001, 0, True),                # an int output against a float expectation: tolerance
     (True, 1.0, 0, False),                  # bool is no number
     # inf / nan only equal themselves, sign included; never "within tolerance"
@@ -149,3 +163,15 @@ STDOUT = [
 @pytest.mark.parametrize("out,exp,ok", STDOUT)
 def test_stdout_matches(out, exp, ok):
     assert stdout_matches(out, exp) is ok
+
+
+def test_a_tasks_own_atol_applies_to_an_int_expectation_end_to_end(ex):
+    from selfplay_core.problems import Problem, Sample, TestCase
+
+    p = Problem(id="tol", kind="call", entry_point="f", atol=0.5, time_limit_s=2.0,
+                tests=[TestCase(args=[1], expected=1), TestCase(args=[7], expected=7)])
+    close = "def f(x):\n    return x + 0.25\n"
+    far = "def f(x):\n    return x + 1\n"
+    out = ex.verify([(p, Sample(p.id, "close", close)), (p, Sample(p.id, "far", far))])
+    assert out[0].passed, out[0].to_json()
+    assert out[1].verdict.value == "wrong_answer", out[1].to_json()

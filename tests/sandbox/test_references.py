@@ -165,11 +165,12 @@ def test_rejection_reasons_for_errors_and_timeouts(one):
     assert check(one, "def f(x):\n    while True:\n        pass\n").rejection == "reference_timeout"
 
 
-def test_the_two_runs_use_different_processes_and_hash_seeds(one):
+def test_the_runs_use_gate_bits_plus_one_processes_with_distinct_hash_seeds(one):
     pool = one._ref_pool(frozenset(ALLOWED))
     infos = pool.ready_infos()
-    assert len(infos) == 2 and infos[0]["hash_seed"] != infos[1]["hash_seed"]
-    assert all(i["seccomp"] for i in infos)
+    assert len(infos) == one.config.gate_bits + 1 == 7
+    assert len({i["hash_seed"] for i in infos}) == 7
+    assert len({i["zygote"] for i in infos}) >= 1 and all(i["seccomp"] for i in infos)
 
 
 def test_a_clock_read_that_falls_back_to_a_constant_is_caught_when_it_matters(one):
@@ -188,3 +189,77 @@ def test_a_clock_read_that_falls_back_to_a_constant_is_caught_when_it_matters(on
               "        n += 1\n"
               "    return n > 0\n")
     assert check(one, budget).rejection == "nondeterministic"
+
+
+# ---- issue 48, class 5: k-bit nondeterminism, and one set of conditions for every run ---------
+
+def test_one_bit_of_hash_seed_or_address_layout_slips_rarely(one):
+    # 24 references whose output depends on one random bit of the process each. With
+    # gate_bits = 6 (7 runs) each is accepted with probability 2**-6, about 0.4 of 24 expected;
+    # 4 or more accepted has probability below 1e-3 (binomial(24, 1/64)).
+    hash_bit = "def f(x):\n    return x + (hash('salt-%d') & 1)\n"
+    id_bit = "def f(x):\n    return x + ((id(object()) >> (16 + %d)) & 1)\n"
+    codes = [hash_bit % k for k in range(12)] + [id_bit % k for k in range(12)]
+    res = one.check_references([(problem(), c) for c in codes], allowed_imports=ALLOWED)
+    assert sum(r.ok for r in res) <= 3, [r.rejection for r in res]
+    assert all(r.ok or r.rejection == "nondeterministic" for r in res)
+
+
+def test_an_abduction_answer_is_checked_the_way_the_gate_labelled_it(one):
+    # In the gate (allow-list) the import fails and f is the identity; outside it, f(anything)
+    # is 5. The gate labels f(5) = 5; the wrong answer 7 would pass a normal-mode check.
+    from selfplay_core.roles.azr import LiteralAnswer, check_abductions
+
+    code = ("def f(x):\n"
+            "    try:\n"
+            "        import os\n"
+            "        return 5\n"
+            "    except ImportError:\n"
+            "        return x\n")
+    r = one.check_references([(problem(inputs=(5,)), code)], allowed_imports=ALLOWED)[0]
+    assert r.ok and r.outputs == [5]
+    ok = check_abductions(one, [(code, LiteralAnswer(7), 1, 5), (code, LiteralAnswer(5), 1, 5)],
+                          allowed_imports=ALLOWED)
+    assert ok == [False, True]
+
+
+def test_a_preload_dependent_reference_is_verified_as_it_was_labelled(one):
+    from selfplay_core.roles.azr import LiteralAnswer, check_abductions
+
+    code = "def f(x):\n    return x * 1000 + len(object.__subclasses__())\n"
+    r = one.check_references([(problem(inputs=(2,)), code)], allowed_imports=ALLOWED)[0]
+    assert r.ok
+    label = r.outputs[0]
+    ok = check_abductions(one, [(code, LiteralAnswer(2), 1, label),
+                                (code, LiteralAnswer(3), 1, label)], allowed_imports=ALLOWED)
+    assert ok == [True, False]
+
+
+# ---- issue 48, class 6: machine and process facts through attributes of allowed modules ------
+
+@pytest.mark.parametrize("expr", [
+    "typing.sys.modules['os'].uname()",
+    "typing.sys.modules['posix'].uname()",
+    "typing.sys.modules['os'].getcwd()",
+    "typing.sys.modules['os'].sched_getaffinity(0)",
+])
+def test_machine_facts_are_refused_in_a_reference_run(one, expr):
+    code = f"import typing\ndef f(x):\n    return str({expr})\n"
+    r = check(one, code)
+    assert r.rejection in ("reference_error", "banned_import"), (r.rejection, r.outputs)
+
+
+def test_cpu_count_reads_as_a_constant(one):
+    # Not refused (documented): glibc cannot read /sys and its affinity call is refused, so it
+    # returns its fallback; what matters is that every run on a machine reads the same.
+    code = "import typing\ndef f(x):\n    return typing.sys.modules['os'].cpu_count()\n"
+    r = check(one, code)
+    assert r.ok and len(set(r.outputs)) == 1
+
+
+def test_ids_read_as_constants_that_identify_nothing(one):
+    # uids would identify the worker (uid_base + index): refused, they read as -1 like pids.
+    code = ("import typing\ndef f(x):\n    os = typing.sys.modules['os']\n"
+            "    return [os.getpid(), os.getppid(), os.getuid(), os.geteuid(), os.getgid()]\n")
+    r = check(one, code)
+    assert r.ok and r.outputs == [[-1, -1, -1, -1, -1]] * 4
