@@ -38,6 +38,12 @@ RUNS = {
     "one-step": ("configs/ablation-one-step-hard.yaml", ["iterations=1"], ["iterations=1"]),
     "student-band": ("configs/ablation-student-band.yaml", ["iterations=2"], ["iterations=2"]),
     "grpo": ("configs/tiny-cpu.yaml", ["iterations=1", "method.advantage=grpo"], ["iterations=1", "advantage=grpo"]),
+    "sgs": ("configs/sgs-tiny-cpu.yaml", ["iterations=2"], ["iterations=2"]),
+    # The oracle arms (toy-world methods; `diagnostics.*` is their spelling on both sides).
+    "oracle-curriculum": ("configs/tiny-cpu.yaml", ["iterations=2", "diagnostics.oracle_curriculum=true"],
+                          ["iterations=2", "diagnostics.oracle_curriculum=true"]),
+    "oracle-filter": ("configs/tiny-cpu.yaml", ["iterations=2", "diagnostics.oracle_filter=true"],
+                      ["iterations=2", "diagnostics.oracle_filter=true"]),
 }
 
 CHILD = r"""

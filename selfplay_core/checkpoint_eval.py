@@ -13,7 +13,6 @@ Each benchmark writes its report into `out_dir/<name>/`; one MLflow run gets eve
 from __future__ import annotations
 
 import json
-import random
 import re
 import time
 from pathlib import Path
@@ -32,13 +31,10 @@ from selfplay_core.output_paths import ensure_output_dir
 from selfplay_core.problems import InputError
 from selfplay_core.sandbox import Executor
 from selfplay_core.sandbox.config import SandboxConfig
-from selfplay_core.solve import solve
 from selfplay_core.storage import StorageConfig, open_store
 from selfplay_core.storage.config import LOCAL_CHECKSUM_DIR
-from selfplay_core.toyworld.bootstrap import default_model_dir
-from selfplay_core.toyworld.metrics import mean_pass_at_k
-from selfplay_core.toyworld.splits import build_world
 from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
+from selfplay_core.worlds import registered as registered_worlds
 
 BenchmarkName = Literal["toy", "humanevalplus", "mbppplus", "lcb", "humaneval", "mbpp"]
 
@@ -91,11 +87,12 @@ def _split_s3(uri: str) -> tuple[str, str]:
 
 def resolve_checkpoint(checkpoint: str, work_dir: str | Path) -> Path:
     """A local model folder for `checkpoint` (downloading a stored one into work_dir)."""
-    if checkpoint == "toy":
+    world = registered_worlds().get(checkpoint)
+    if world is not None:   # a world's name: its default model (`toy`: the toy world's)
         try:
-            return default_model_dir()
+            return world.default_model()
         except FileNotFoundError as e:
-            raise InputError(f"checkpoint 'toy': {e}") from None
+            raise InputError(f"checkpoint {checkpoint!r}: {e}") from None
     if checkpoint.startswith(("s3://", "file://")):
         if checkpoint.startswith("s3://"):
             root, key = _split_s3(checkpoint)
@@ -115,42 +112,6 @@ def resolve_checkpoint(checkpoint: str, work_dir: str | Path) -> Path:
         raise InputError(f"checkpoint {checkpoint!r}: not a model folder (no config.json); give "
                          "'toy', a save_pretrained folder, or an s3:// prefix")
     return path
-
-
-def toy_eval_problems(world_seed: int, max_problems: int | None):
-    """The toy world's held-out problems; the subset matches RunContext's for the same seed."""
-    probs = build_world(world_seed).eval.problems
-    if max_problems:
-        r = random.Random(f"eval-subset:{world_seed}")
-        probs = sorted(r.sample(probs, min(max_problems, len(probs))), key=lambda p: p.id)
-    return probs
-
-
-def evaluate_toy(engine, executor, cfg: CheckpointEvalConfig, out_dir: Path) -> dict:
-    """Held-out toy-world pass@k overall and by depth; writes report.json and results.jsonl."""
-    t0 = time.perf_counter()
-    probs = toy_eval_problems(cfg.world_seed, cfg.max_problems)
-    sp = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
-                        max_new_tokens=cfg.max_new_tokens or 96, seed=cfg.seed)
-    res = solve(engine, executor, probs, cfg.n, sp)
-    metrics, by_depth = {}, {}
-    for r in res:
-        by_depth.setdefault(r.problem.metadata.get("depth", 0), []).append((r.n, r.c))
-    for k in cfg.ks:
-        metrics[f"pass@{k}"] = mean_pass_at_k([(r.n, r.c) for r in res], k)
-        for d, counts in sorted(by_depth.items()):
-            metrics[f"d{d}/pass@{k}"] = mean_pass_at_k(counts, k)
-    results = [{"problem_id": r.problem.id, "depth": r.problem.metadata.get("depth"), "n": r.n,
-                "c": r.c} for r in res]
-    report = {"format": "selfplay-eval-toy/1", "dataset": {"name": "toy", "world_seed": cfg.world_seed,
-                                                          "problems": len(probs)},
-              "sampling": {"n": cfg.n, "ks": list(cfg.ks), "temperature": sp.temperature,
-                           "top_p": sp.top_p, "max_new_tokens": sp.max_new_tokens, "seed": sp.seed},
-              "metrics": metrics, "timings": {"total_s": time.perf_counter() - t0}}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
-    return report
 
 
 def expected_output_progress(name: str, log, steps: int = 4):
@@ -205,7 +166,7 @@ def check_benchmarks_fit(cfg: CheckpointEvalConfig, model_dir: Path) -> None:
     max_new_tokens fit the checkpoint's context, else one InputError naming the benchmark
     (e.g. HumanEval+ on the toy model: 238 + 1024 tokens > 512)."""
     window = context_window(model_dir)
-    names = [n for n in cfg.benchmarks if n != "toy"]
+    names = [n for n in cfg.benchmarks if n not in registered_worlds()]   # code benchmarks only
     if window is None or not names:
         return
     tokenizer = None
@@ -264,8 +225,9 @@ def run_checkpoint_eval(cfg: CheckpointEvalConfig, *, call=direct, log=lambda m:
             metrics: dict[str, float] = {}
             with Executor(cfg.sandbox) as ex:
                 for name in cfg.benchmarks:
-                    if name == "toy":
-                        report = call("evaluate-toy", evaluate_toy, engine, ex, cfg, out_root / name)
+                    if name in registered_worlds():   # a world as a benchmark (toy)
+                        report = call(f"evaluate-{name}", registered_worlds()[name].evaluate_checkpoint,
+                                      engine, ex, cfg, out_root / name)
                     else:
                         report = call(f"evaluate-{name}", evaluate_benchmark, name, engine, ex,
                                       cfg, out_root / name, log)

@@ -4,7 +4,9 @@ overrides, validated once before anything starts. Errors name the key.
 The defaults are the embedded default run, `configs/tiny-cpu.yaml` (GASP on the toy world with
 the bootstrapped tiny model; tests/test_config.py checks that both agree). The `method:` section
 is the selected method's own config class (`methods.<name>`), chosen by its `name`; `method: azr`
-is short for `method: {name: azr}`.
+is short for `method: {name: azr}`. The `world:` section likewise is the selected world's own
+config class (`selfplay_core.worlds`: `lcb`, and the toy world's plug-in), chosen by its `name`
+(default `toy`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from selfplay_core.methods import MethodConfig, registered
 from selfplay_core.rl.config import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
 from selfplay_core.storage.config import parse_uri
+from selfplay_core.worlds import DEFAULT_WORLD, WorldConfig  # noqa: F401 (WorldConfig re-exported)
+from selfplay_core.worlds import registered as registered_worlds
 
 log = logging.getLogger(__name__)
 
@@ -91,92 +95,6 @@ class EngineConfig(_Frozen):
         if self.vllm_url is None:
             return ()
         return (self.vllm_url,) if isinstance(self.vllm_url, str) else tuple(self.vllm_url)
-
-
-EVAL_SET_ALIASES = {"lcb": "lcb", "humanevalplus": "humanevalplus", "humaneval+": "humanevalplus",
-                    "mbppplus": "mbppplus", "mbpp+": "mbppplus"}
-
-
-class WorldConfig(_Frozen):
-    """Where tasks come from. `toy`: the synthetic world (loop/worlds.py ToyWorld). `lcb`: the
-    real-data world (RealWorld): goalposts mined from LiveCodeBench problems before the
-    evaluation window, real training tasks = the same pre-window problems, held-out evaluation =
-    the LCB window plus `eval_sets`."""
-
-    name: Literal["toy", "lcb"] = "toy"
-    seed: int = 0
-    # lcb: a LiveCodeBench JSONL file or a folder of official testN.jsonl files (default: the
-    # public-tests file of a local mirror, $SELFPLAY_DATA/livecodebench); with `lcb_release`
-    # and no `data`, that release from the Hugging Face hub (private tests included).
-    data: str | None = None
-    lcb_release: str | None = None
-    eval_sets: tuple[str, ...] = ("lcb",)    # lcb, humanevalplus (humaneval+), mbppplus (mbpp+)
-    prompt_template: str | None = None       # real problems: plain | instruct | FILE (default per set)
-    goalpost_k: int = Field(128, ge=1)       # mined goalposts have pass@k = 0 for the base model
-    max_goalposts: int | None = Field(40, ge=1)
-    # Mine from a subset of the pool (None: all of it).
-    max_goalpost_candidates: int | None = Field(None, ge=1)
-    # A goalpost-set JSON written by mining (run_dir/goalposts.json): use it instead of mining.
-    goalposts: str | None = None
-    # How goalposts are mined. unsolved: pass@k = 0 for the starting model. frontier (toy world
-    # only): also a true one-step easier variant the starting model solves with a pass rate in
-    # frontier_band, i.e. a goalpost a curriculum can reach (toyworld/frontier.py). None: the
-    # world's own rule (toy: frontier, lcb: unsolved).
-    goalpost_rule: Literal["unsolved", "frontier"] | None = None
-    frontier_band: tuple[float, float] = (0.3, 0.7)
-    frontier_lemma_samples: int = Field(16, ge=1)
-    frontier_screen_k: int = Field(32, ge=1)
-    # The real training tasks (RLVR, GASP + RLVR) include the goalposts, as the paper's RLVR
-    # trains on the split its goalposts come from (a goalpost no sample solves carries no signal).
-    goalposts_in_real_tasks: bool = True
-    # Toy world: depth-5 goalpost candidates added to the pool (toyworld.splits; 0: the v2 pool).
-    # For a start checkpoint that solves nearly all of the depth-3/4 pool, e.g. one with the
-    # bootstrap's teacher phase; its lifts of depth-4 lemmas need engine.max_new_tokens_teacher 256.
-    deep_pool: int = Field(0, ge=0)
-    # Their depth: 6 for a checkpoint whose teacher phase wrote lemmas of depth-6 sources
-    # (lab/learning-studies.md, "A teacher that is not also the student"); depth-6 programs
-    # need max_new_tokens_student 128.
-    deep_depth: Literal[5, 6] = 5
-
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data):
-        if isinstance(data, dict) and isinstance(data.get("eval_sets"), (list, tuple)):
-            out = []
-            for name in data["eval_sets"]:
-                key = EVAL_SET_ALIASES.get(str(name).lower())
-                if key is None:
-                    raise ValueError(f"eval_sets: unknown set {name!r}; choose from "
-                                     "lcb, humanevalplus (humaneval+), mbppplus (mbpp+)")
-                if key not in out:
-                    out.append(key)
-            data = {**data, "eval_sets": tuple(out)}
-        return data
-
-    @model_validator(mode="after")
-    def _check(self):
-        if self.name == "lcb" and not self.eval_sets:
-            raise ValueError("world.eval_sets must name at least one set (lcb, humanevalplus, mbppplus)")
-        if self.name == "toy" and (self.data or self.lcb_release):
-            raise ValueError("world.data / world.lcb_release are for world 'lcb'; the toy world "
-                             "is generated")
-        if self.deep_depth != 5 and not self.deep_pool:
-            raise ValueError("world.deep_depth sets the depth of the deep pool's candidates; "
-                             "it needs world.deep_pool > 0")
-        if self.deep_pool and self.name != "toy":
-            raise ValueError("world.deep_pool adds depth-5 tasks to the toy world's goalpost pool; "
-                             f"world {self.name!r} mines its goalposts from its data (set it to 0)")
-        if self.goalpost_rule == "frontier" and self.name != "toy":
-            raise ValueError("world.goalpost_rule frontier needs the toy world's oracle (true easier "
-                             "variants); use 'unsolved' for world " + repr(self.name))
-        lo, hi = self.frontier_band
-        if not 0.0 <= lo <= hi <= 1.0:
-            raise ValueError(f"world.frontier_band must satisfy 0 <= low <= high <= 1, got {(lo, hi)}")
-        return self
-
-    @property
-    def rule(self) -> str:
-        return self.goalpost_rule or ("frontier" if self.name == "toy" else "unsolved")
 
 
 class TeacherConfig(_Frozen):
@@ -293,23 +211,6 @@ class EvalConfig(_Frozen):
         return max(self.verdict_n or 0, self.n)
 
 
-class DiagnosticsConfig(_Frozen):
-    """Diagnostic arms of the learning study (toy world, method gasp only): they use the toy
-    world's oracle to choose tasks, never in a reward, and are not methods (selfplay study runs
-    them; see methods/diagnostic_arms.py)."""
-
-    # No model teacher: true lemmas of the goalposts, true lifts of the in-band lemmas; the
-    # student trains on those in band; no teacher rollouts.
-    oracle_curriculum: bool = False
-    # GASP, but proposals whose question does not describe their code never reach the student
-    # (the teacher's rewards are untouched).
-    oracle_filter: bool = False
-
-    @property
-    def active(self) -> bool:
-        return self.oracle_curriculum or self.oracle_filter
-
-
 class TrackingConfig(_Frozen):
     mlflow_uri: str | None = None            # None: local SQLite store under out_dir/mlruns
     experiment: str = "selfplay"
@@ -398,10 +299,22 @@ def _method_section():
         description="the method and its options; `name` picks the method")]
 
 
+def _world_section():
+    """The union of the registered worlds' config classes (worlds.base), told apart by `name`."""
+    configs = tuple(dict.fromkeys(cls.Config for cls in registered_worlds().values()))
+    return Annotated[Union[configs], Field(  # noqa: UP007 - built at run time
+        discriminator="name", json_schema_extra=form_friendly_union,
+        description="where tasks come from and its options; `name` picks the world")]
+
+
 MethodSection = _method_section()
-# Sections whose value is a method-like union: `key: NAME` means `key: {name: NAME}`, and a file
+WorldSection = _world_section()
+# Sections whose value is a registry's union: `key: NAME` means `key: {name: NAME}`, and a file
 # that extends another replaces (rather than merges) such a section when it names another one.
-UNION_SECTIONS = ("method",)
+UNION_SECTIONS = {"method": registered, "world": registered_worlds}
+# The older spelling of the oracle arms (methods of the toy world): `diagnostics.<key>: true` on
+# a GASP run is `method.name: <arm>`, with the run's GASP keys.
+_DIAGNOSTIC_ARMS = {"oracle_curriculum": "oracle-curriculum", "oracle_filter": "oracle-filter"}
 # Keys of older configs (teacher.* / azr.* / advantage) that are now fields of the method
 # section: read from there, with a warning, into the method when it has the field.
 _LEGACY_TEACHER_KEYS = ("goalposts_per_iteration", "proposals_per_anchor", "lemma_band",
@@ -421,7 +334,7 @@ class RunConfig(_Frozen):
     out_dir: str = "runs"
     model: ModelConfig = ModelConfig()
     engine: EngineConfig = EngineConfig()
-    world: WorldConfig = WorldConfig()
+    world: WorldSection = registered_worlds()[DEFAULT_WORLD].Config()
     teacher: TeacherConfig = TeacherConfig()
     student: StudentConfig = StudentConfig()
     learner: LearnerConfig = LearnerConfig(lr=2e-4, micro_batch_size=32, max_grad_norm=1.0, kl_coef=0.1)
@@ -429,7 +342,6 @@ class RunConfig(_Frozen):
     sandbox: SandboxConfig = SandboxConfig(workers=2)
     tracking: TrackingConfig = TrackingConfig(experiment="selfplay-toy")
     flow: FlowConfig = FlowConfig()
-    diagnostics: DiagnosticsConfig = DiagnosticsConfig()
     # GPU deployment (engines.gpu_config.GPUConfig); None on the CPU default.
     gpu: GPUConfig | None = None
     plan: GPUPlanConfig = GPUPlanConfig()
@@ -440,6 +352,11 @@ class RunConfig(_Frozen):
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        world = data.get("world")
+        if isinstance(world, str):
+            world = {"name": world}
+        if isinstance(world, dict):
+            data["world"] = {"name": DEFAULT_WORLD, **world}
         given = "method" in data
         method = data.get("method", {"name": cls.model_fields["method"].default.name})
         if isinstance(method, str):
@@ -467,6 +384,21 @@ class RunConfig(_Frozen):
             log.warning("config: %s are now keys of the method section (method.<key>)%s",
                         ", ".join(sorted(legacy)),
                         f"; {', '.join(dropped)} ignored: not options of method {name}" if dropped else "")
+        diagnostics = data.pop("diagnostics", None)
+        if isinstance(diagnostics, dict):
+            unknown = sorted(set(diagnostics) - set(_DIAGNOSTIC_ARMS))
+            if unknown:
+                raise ValueError(f"diagnostics.{unknown[0]}: unknown key (oracle_curriculum, oracle_filter)")
+            arms = [_DIAGNOSTIC_ARMS[k] for k, on in diagnostics.items() if on]
+            if len(arms) > 1:
+                raise ValueError("diagnostics: choose oracle_curriculum or oracle_filter, not both")
+            if arms and method.get("name") != "gasp":
+                raise ValueError(f"diagnostics.* are oracle arms of method gasp (method {arms[0]} "
+                                 f"with GASP's keys), not of method {method.get('name')}")
+            if arms:
+                method["name"], given = arms[0], True
+        elif diagnostics is not None:
+            raise ValueError("diagnostics must be a section (oracle_curriculum, oracle_filter)")
         if given or legacy:
             data["method"] = method
         return data
@@ -503,14 +435,6 @@ class RunConfig(_Frozen):
             raise ValueError("teacher.model with teacher.train: a second learner on a GPU plan is "
                              "not supported on this version (one Accelerator per run); set "
                              "teacher.train=false for a frozen teacher")
-        d = self.diagnostics
-        if self.teacher.model and d.oracle_curriculum:
-            raise ValueError("teacher.model: diagnostics.oracle_curriculum has no model teacher; "
-                             "drop one of them")
-        if d.active and (self.world.name != "toy" or self.method.name != "gasp"):
-            raise ValueError("diagnostics.* need the toy world (its oracle) and method gasp")
-        if d.oracle_curriculum and d.oracle_filter:
-            raise ValueError("diagnostics: choose oracle_curriculum or oracle_filter, not both")
         if self.gpu is not None and self.gpu.server_url and self.engine.vllm_url \
                 and self.gpu.server_url.rstrip("/") not in [u.rstrip("/") for u in self.engine.vllm_urls]:
             raise ValueError(f"gpu.server_url ({self.gpu.server_url}) and engine.vllm_url "
@@ -570,14 +494,15 @@ def _section_model(annotation):
 
 
 def _keys_at(path: list[str], data: dict) -> list[str]:
-    """The keys of the section at `path` (the method section: the chosen method's keys)."""
+    """The keys of the section at `path` (the method and world sections: the chosen one's keys)."""
     model = RunConfig
     for part in path:
         if model is RunConfig and part in UNION_SECTIONS:
             section = data.get(part, {})
             name = section if isinstance(section, str) else (section or {}).get(
                 "name", RunConfig.model_fields[part].default.name)
-            model = registered()[name].Config if name in registered() else None
+            members = UNION_SECTIONS[part]()
+            model = members[name].Config if name in members else None
         else:
             field = model.model_fields.get(part)
             model = _section_model(field.annotation) if field is not None else None
@@ -605,17 +530,23 @@ def _format(e: ValidationError, where: str, data: dict | None = None) -> str:
     parts = []
     for err in e.errors():
         loc = [str(x) for x in err["loc"] if not str(x).startswith("function-after")]
-        if len(loc) > 1 and loc[0] in UNION_SECTIONS and loc[1] in registered():
-            del loc[1]   # the union's tag: `method.task_types`, not `method.azr.task_types`
-        path = loc
-        loc = ".".join(loc)
+        tag = None
+        if len(loc) > 1 and loc[0] in UNION_SECTIONS and loc[1] in UNION_SECTIONS[loc[0]]():
+            tag = loc.pop(1)   # the union's tag: `method.task_types`, not `method.azr.task_types`
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = _unknown_key(path, data or {})
+            msg = _unknown_key(loc, data or {})
+            owners = [n for n, c in UNION_SECTIONS[loc[0]]().items()
+                      if len(loc) == 2 and loc[1] in c.Config.model_fields] if tag else []
+            if owners:   # a key of another member of the union (world.data on the toy world)
+                msg = msg.replace("unknown key", f"unknown key (a key of {loc[0]} {owners[0]!r}; "
+                                  f"this run's {loc[0]} is {tag!r})", 1)
         elif err["type"] == "union_tag_invalid":
-            msg = (f"unknown method {err['ctx']['tag']!r}; one of {', '.join(registered())}")
+            msg = (f"unknown {loc[0]} {err['ctx']['tag']!r}; one of "
+                   f"{', '.join(UNION_SECTIONS[loc[0]]())}")
         elif err["type"] not in ("value_error",) and "input" in err:
             msg = f"{msg} (got {err['input']!r})"
+        loc = ".".join(loc)
         parts.append(f"{loc}: {msg}" if loc else msg)
     return f"{where}: " + "; ".join(parts)
 

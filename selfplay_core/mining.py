@@ -22,13 +22,14 @@ from selfplay_core.engines.base import SamplingParams
 from selfplay_core.engines.hf import HFEngine
 from selfplay_core.goalposts import engine_solver, mine_goalposts
 from selfplay_core.loop.worlds import weights_key
+from selfplay_core.output_paths import cache_root
 from selfplay_core.output_paths import ensure_output_dir
 from selfplay_core.problems import InputError
 from selfplay_core.sandbox import Executor
 from selfplay_core.sandbox.config import SandboxConfig
-from selfplay_core.toyworld.bootstrap import cache_root, default_model_dir
-from selfplay_core.toyworld.splits import build_world
 from selfplay_core.tracking.mlflow_run import RunTracker, resolve_tracking
+from selfplay_core.worlds import build_world
+from selfplay_core.worlds import registered as registered_worlds
 
 # The sampling a self-play run mines with (RunContext._goalposts: engine defaults, chunk 16,
 # seed = world seed); only a set mined this way may stand in for the run's own mining.
@@ -67,18 +68,28 @@ def model_weights_hash(model_dir: str | Path) -> str:
     return weights_key(model_dir)
 
 
-def goalpost_cache_path(model_dir: str | Path, world_seed: int, k: int) -> Path:
-    """Where a self-play run on the toy world looks for its mined goalposts: the key
-    `loop.worlds.select_goalposts` builds (weights hash, toy pool tag, k)."""
-    return cache_root() / "goalposts" / f"{model_weights_hash(model_dir)}-w{world_seed}-k{k}.json"
+def _run_config(world: str, world_seed: int):
+    """The run config whose world this mining serves: the world's defaults at this seed."""
+    from selfplay_core.config import RunConfig
+
+    return RunConfig(world={"name": world, "seed": world_seed})
+
+
+def goalpost_cache_path(model_dir: str | Path, world_seed: int, k: int, world: str = "toy") -> Path:
+    """Where a self-play run on the world looks for its mined goalposts (unsolved rule): the
+    key `loop.worlds.select_goalposts` builds (weights hash, the world's pool tag, k)."""
+    cfg = _run_config(world, world_seed)
+    tag = build_world(cfg).goalpost_cache_tag(cfg)
+    return cache_root() / "goalposts" / f"{model_weights_hash(model_dir)}-{tag}-k{k}.json"
 
 
 def resolve_model(model_path: str) -> Path:
-    if model_path == "toy":
+    world = registered_worlds().get(model_path)
+    if world is not None:   # a world's name: its default model (`toy`: the toy world's)
         try:
-            return default_model_dir()
+            return world.default_model()
         except FileNotFoundError as e:
-            raise InputError(f"model_path 'toy': {e}") from None
+            raise InputError(f"model_path {model_path!r}: {e}") from None
     path = Path(model_path).expanduser()
     if not (path / "config.json").is_file():
         raise InputError(f"model_path {model_path!r}: not a model folder (no config.json)")
@@ -86,7 +97,7 @@ def resolve_model(model_path: str) -> Path:
 
 
 def candidates_for(cfg: GoalpostMiningConfig):
-    pool = list(build_world(cfg.world_seed).goalpost_pool.problems)
+    pool = list(build_world(_run_config(cfg.world, cfg.world_seed)).goalpost_pool)
     if cfg.max_candidates and cfg.max_candidates < len(pool):
         pool = sorted(random.Random(f"mine-subset:{cfg.world_seed}").sample(pool, cfg.max_candidates),
                       key=lambda p: p.id)
@@ -152,7 +163,7 @@ def run_mining(cfg: GoalpostMiningConfig, *, call=lambda name, fn, *a: fn(*a),
         tracker.log_artifact(str(path))
         cache = None
         if cfg.update_cache and loop_compatible(cfg):
-            cache = goalpost_cache_path(model_dir, cfg.world_seed, cfg.k)
+            cache = goalpost_cache_path(model_dir, cfg.world_seed, cfg.k, cfg.world)
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(".tmp")
             tmp.write_text(json.dumps({**s, "ids": result["ids"]}))

@@ -16,6 +16,12 @@ import tempfile
 from pathlib import Path
 
 
+def cache_root() -> Path:
+    """Where runs cache what they can rebuild (bootstrapped models, mined goalposts):
+    $SELFPLAY_CACHE, else ~/.cache/selfplay."""
+    return Path(os.environ.get("SELFPLAY_CACHE") or Path.home() / ".cache" / "selfplay")
+
+
 class OutputPathError(ValueError):
     """An output path that cannot be written; the message names it and what to do."""
 

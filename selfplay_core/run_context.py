@@ -56,18 +56,13 @@ class RunContext:
     # The configured start weights, also on resume: what a frozen copy of the initial policy
     # loads (SGS's Guide). None: model_dir.
     start_model_dir: Path | None = None
-    world: Any = None                            # loop.worlds.World (where the problems below came from)
+    world: Any = None                            # worlds.World (where the problems below came from)
     eval_problems: list[Problem] = field(default_factory=list)
     real_tasks: list[Problem] = field(default_factory=list)
     goalposts: list[Problem] = field(default_factory=list)
-    fidelity_fn: Callable | None = None          # toy-world oracle: does a question describe its code
-    # Toy-world oracle of the Guide's judgments: (target question, question, code, faithful) ->
-    # GuideScores, or None where it cannot judge. A diagnostic, never a reward.
-    guide_oracle_fn: Callable | None = None
-    truth_fn: Callable | None = None             # toy-world oracle: the outputs a question denotes
-    # Toy-world oracle: (parent question, question, direction) -> one step from the parent in
-    # that direction, or None where the parent is no toy task. A diagnostic, never a reward.
-    variant_fn: Callable | None = None
+    # The world's oracle (worlds.base: fidelity, variant, truth, guide_judgment), the single entry
+    # point of the diagnostics that need the ground truth; None for real data. Never a reward.
+    oracle: Any = None
     decontaminator: Any = None                   # real-data worlds: n-gram index of the eval statements
     buffers: TaskBuffer | None = None            # None: the state's buffer
     contamination: TaskBuffer | None = None      # None: built from eval_problems

@@ -229,20 +229,18 @@ def score(ctx, proposals: list[Proposal], reward: ProposerReward, log: Iteration
 
 
 def fidelity(ctx, proposals: list[Proposal], log: IterationLog) -> None:
-    """Toy world only: share of accepted proposals whose text describes their code, and share
-    that are also true one-step variants of their anchor (`ctx.variant_fn`; over the proposals
-    whose anchor is a toy task: a faithful task far from its goalpost is no curriculum)."""
+    """A world with an oracle (the toy world): share of accepted proposals whose text describes their code, and share
+    that are also true one-step variants of their anchor (`ctx.oracle.variant`; over the proposals
+    whose anchor is a task the oracle knows: a faithful task far from its goalpost is no curriculum)."""
     acc = [p for p in proposals if p.accepted]
-    if not acc or ctx.fidelity_fn is None:
+    if not acc or ctx.oracle is None:
         return
-    res = ctx.fidelity_fn(ctx.executor, [(p.parsed.question, p.parsed.code, p.parsed.inputs) for p in acc])
+    res = ctx.oracle.fidelity(ctx.executor, [(p.parsed.question, p.parsed.code, p.parsed.inputs) for p in acc])
     for p, f in zip(acc, res):
         p.faithful = f.faithful
     kind = acc[0].kind
     log.add(**{f"teacher/{kind}/fidelity": sum(f.faithful for f in res) / len(res)})
-    if ctx.variant_fn is None:
-        return
-    verdicts = [(p.faithful, ctx.variant_fn(p.anchor.question, p.parsed.question, p.direction))
+    verdicts = [(p.faithful, ctx.oracle.variant(p.anchor.question, p.parsed.question, p.direction))
                 for p in acc]
     judged = [bool(f and v) for f, v in verdicts if v is not None]
     if judged:

@@ -64,7 +64,7 @@ BAD = [
     (["learner=3"], "learner"),
     (["noequals"], "expected key=value"),
     (["world.name=lcb", "world.eval_sets=[lcb, apps]"], "world: eval_sets: unknown set 'apps'"),
-    (["world.data=/x.jsonl"], "world.data / world.lcb_release are for world 'lcb'"),
+    (["world.data=/x.jsonl"], "world.data: unknown key (a key of world 'lcb'; this run's world is 'toy')"),
     (["engine.vllm_url=localhost:8000"], "engine.vllm_url must look like http://HOST:PORT"),
 ]
 

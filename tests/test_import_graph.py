@@ -1,6 +1,7 @@
 """The library's import graph, read from the source (every import statement: module level,
 inside functions and classes, under `if TYPE_CHECKING`): no cycle between modules, none between
-packages (`selfplay_core.<first part>`), and no Prefect anywhere in `selfplay_core`.
+packages (`selfplay_core.<first part>`), no Prefect anywhere in `selfplay_core`, and the toy world
+a plug-in: no module outside `selfplay_core/toyworld/` imports it (by statement or by name).
 
 A function-local import is no way around a cycle here: the graph includes it. Lazy imports of
 heavy optional dependencies (torch, vllm, peft, mlflow, ...) are outside the graph, since only
@@ -10,6 +11,7 @@ heavy optional dependencies (torch, vllm, peft, mlflow, ...) are outside the gra
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,55 @@ def test_the_library_holds_and_imports_no_study_code():
            for n, line in imported_names(m, path)
            if n.split(".")[0] in ("selfplay_study", "benchmarks", "tools")]   # lab/: test_layout
     assert not bad, bad
+# ---- the toy world is a plug-in ----------------------------------------------------------------
+
+TOY = "selfplay_core.toyworld"
+# The one module that names it: the world plug-in list, which imports it by name at run time.
+PLUGIN_LIST = "selfplay_core/worlds/plugins.py"
+# The toy world's own front-ends outside the library (Prefect may not be imported there): the
+# `selfplay bootstrap` command, and the bootstrap deployment's flow and task.
+TOY_FRONT_ENDS = {"selfplay_cli/bootstrap.py", "flows/bootstrap_toy_model.py", "tasks/toyworld.py"}
+FIRST_PARTY = ("selfplay_core", "selfplay_cli", "flows", "tasks")
+_TOY_NAME = re.compile(r"selfplay_core\.toyworld(\.\w+)*")
+
+
+def toy_references(name: str, path: Path) -> list[str]:
+    """Where a module imports the toy package: import statements, and string constants that
+    are its module names (importlib.import_module("selfplay_core.toyworld...")). Docstrings
+    and prose that mention it are not references."""
+    out = [f"line {line}: imports {n}" for n, line in imported_names(name, path)
+           if n == TOY or n.startswith(TOY + ".")]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and _TOY_NAME.fullmatch(node.value):
+            out.append(f"line {node.lineno}: names {node.value!r}")
+    return out
+
+
+def test_toy_references_are_found(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text('"""Mentions selfplay_core.toyworld in prose."""\nimport importlib\n\n'
+                 "def g():\n    from selfplay_core.toyworld import splits\n"
+                 '    return importlib.import_module("selfplay_core.toyworld.world")\n')
+    got = toy_references("selfplay_core.m", f)
+    assert got == ["line 5: imports selfplay_core.toyworld.splits",
+                   "line 5: imports selfplay_core.toyworld",
+                   "line 6: names 'selfplay_core.toyworld.world'"]
+
+
+def test_no_module_outside_the_toy_world_imports_it():
+    bad = []
+    for top in FIRST_PARTY:
+        for f in sorted((ROOT / top).rglob("*.py")):
+            rel = f.relative_to(ROOT).as_posix()
+            if rel.startswith("selfplay_core/toyworld/") or rel in TOY_FRONT_ENDS or rel == PLUGIN_LIST:
+                continue
+            name = ".".join(f.relative_to(ROOT).with_suffix("").parts)
+            bad += [f"{rel} {r}" for r in toy_references(name, f)]
+    assert not bad, "the toy world is a plug-in (selfplay_core/worlds/plugins.py):\n" + "\n".join(bad)
+
+
+def test_the_plugin_list_is_what_loads_the_toy_world():
+    assert toy_references("selfplay_core.worlds.plugins", ROOT / PLUGIN_LIST) == [
+        "line 14: names 'selfplay_core.toyworld.world'"]

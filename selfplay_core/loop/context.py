@@ -26,18 +26,17 @@ from selfplay_core.rl.learner import Learner
 from selfplay_core.run_context import RunContext
 from selfplay_core.sandbox import Executor
 from selfplay_core.state import RunState
-from selfplay_core.toyworld.bootstrap import bootstrap_toy_model, default_model_dir
+from selfplay_core.worlds import registered as registered_worlds
 
 log = logging.getLogger(__name__)
 
 
 def resolve_model_dir(cfg) -> Path:
-    if cfg.model.path == "toy":
-        try:
-            return default_model_dir()
-        except FileNotFoundError:
-            log.warning("no toy model yet: bootstrapping one (a few minutes, cached afterwards)")
-            return Path(bootstrap_toy_model())
+    """model.path: a world's name (`toy`) means that world's default model (built if it can
+    be and is not there yet); anything else is a folder or hub id."""
+    world = registered_worlds().get(cfg.model.path)
+    if world is not None:
+        return Path(world.default_model(build=True))
     return Path(cfg.model.path)
 
 
@@ -161,7 +160,7 @@ def make_world(cfg, executor, tokenizer, engine, model_dir: Path) -> World:
     """Eval problems, real training tasks and the goalpost pool of the configured world
     (loop/worlds.py); a real-data world leaves out what does not fit the model's context."""
     fits = None
-    if cfg.world.name != "toy":
+    if registered_worlds()[cfg.world.name].needs_fits:
         fits = E.prompt_fits(cfg, tokenizer, E.context_length(cfg, engine, model_dir))
     return build_world(cfg, executor=executor, fits=fits)
 
@@ -235,9 +234,7 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
                       executor=executor, learner=learner,
                       tokenizer=tokenizer, model_dir=model_dir, start_model_dir=start, world=world,
                       eval_problems=world.eval_problems, real_tasks=real_tasks(cfg, world, goalposts),
-                      goalposts=goalposts, fidelity_fn=world.fidelity_fn,
-                      guide_oracle_fn=world.guide_oracle_fn, truth_fn=world.truth_fn,
-                      variant_fn=world.variant_fn,
+                      goalposts=goalposts, oracle=world.oracle,
                       decontaminator=world.decontaminator, push=push, turn=turn, closers=closers)
 
 

@@ -188,9 +188,6 @@ def _run_selfplay(cfg: RunConfig, *, call: Callable, run_dir: str | Path | None,
         raise
     state.run_id = tracker.run_id
     method = method_for(cfg.method)
-    if cfg.diagnostics.active:  # a diagnostic arm of the learning study (toy world only)
-        from selfplay_core.methods.diagnostic_arms import diagnostic_method
-        method = diagnostic_method(cfg, method)
     heatmap = run_dir / "goalpost_heatmap.png"
     try:
         method.setup(ctx)

@@ -39,6 +39,7 @@ from selfplay_core.engines.weight_sync import (choose_transport, is_peft, served
                                                tied_output_name, write_checkpoint)
 from selfplay_core.roles.teacher import teacher_prompt
 from selfplay_core.solve import student_prompt_for
+from selfplay_core.worlds import world_class
 
 log = logging.getLogger(__name__)
 
@@ -332,14 +333,5 @@ def describe_setup(cfg) -> str:
         place = "; colocated: sleeps during the learner's steps, wakes weights -> sync -> KV " \
             "cache" if colocated(cfg) else ""
         engine = (f"engine: {servers}, {where}; weight sync after every update: {sync}{place}")
-    if w.name == "toy":
-        world = "world: toy (synthetic tasks; goalposts mined from the depth-3/4 pool)"
-    else:
-        data = w.data or (f"hub release {w.lcb_release}" if w.lcb_release else
-                          "$SELFPLAY_DATA/livecodebench (public tests)")
-        gps = f"goalposts from {w.goalposts}" if w.goalposts else \
-            f"goalposts mined with pass@{w.goalpost_k} = 0"
-        world = (f"world: lcb from {data}; {gps} among LCB problems before 2024-08-01 (also the "
-                 f"real training split); eval: {', '.join(w.eval_sets)} (LCB window "
-                 "2024-08-01..2025-02-01)")
+    world = world_class(w.name).describe(w)
     return f"{engine}\n{world}"

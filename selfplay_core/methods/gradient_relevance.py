@@ -130,14 +130,14 @@ class GradientRelevanceRound(DescribedRound):
         """Toy world: does the cosine see what the oracle sees? Mean cosine of the judged true
         one-step variants of their parent, and of the rest (a diagnostic, never a reward)."""
         super().diagnose(ctx, proposals, log)
-        if ctx.variant_fn is None:
+        if ctx.oracle is None:
             return
         groups: dict[str, list[float]] = {"true_variant": [], "other": []}
         for p in proposals:
             c = p.extra.get("grad_cosine") if p.accepted else None
             if c is None or p.faithful is None:
                 continue
-            true = bool(p.faithful and ctx.variant_fn(p.anchor.question, p.parsed.question, p.direction))
+            true = bool(p.faithful and ctx.oracle.variant(p.anchor.question, p.parsed.question, p.direction))
             groups["true_variant" if true else "other"].append(c)
         for name, cs in groups.items():
             if cs:

@@ -156,8 +156,8 @@ def oracle_accuracy(ctx, proposals: Sequence[Proposal], targets: Sequence[str], 
                     kind: str) -> None:
     """Diagnostic: exact-match accuracy of the Guide's judgments (and of the R_guide they give)
     against the world's oracle, on the proposals the oracle can judge. Never a reward."""
-    fn = getattr(ctx, "guide_oracle_fn", None)
-    if fn is None:
+    oracle = getattr(ctx, "oracle", None)
+    if oracle is None:
         return
     hits = {k: 0 for k in (*SGS_KEYS, "r_guide")}
     n = 0
@@ -165,7 +165,7 @@ def oracle_accuracy(ctx, proposals: Sequence[Proposal], targets: Sequence[str], 
         g = p.extra.get("guide")
         if g is None:
             continue
-        truth = fn(t, p.parsed.question, p.parsed.code, p.faithful)
+        truth = oracle.guide_judgment(t, p.parsed.question, p.parsed.code, p.faithful)
         if truth is None:
             continue
         n += 1

@@ -17,7 +17,7 @@ Solver's own majority vote is the verifier.
 R-Zero trains two copies in alternating phases; here one model plays both roles in one update
 per iteration, as AZR and GASP do. Diagnostic (toy world; never a reward): the share of
 pseudo-labels that equal the truth, i.e. the outputs of the program the question describes
-(`ctx.truth_fn`) — teacher/rzero/label_accuracy over the tasks the Solver trains on,
+(`ctx.oracle.truth`) — teacher/rzero/label_accuracy over the tasks the Solver trains on,
 label_accuracy_all over every labelled task, test_label_accuracy per test, truth_share the
 share of labelled tasks the oracle could check.
 """
@@ -212,10 +212,10 @@ class RZeroRound(Round):
 
     def diagnose(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
         acc = [p for p in proposals if p.accepted]
-        if not acc or ctx.truth_fn is None:
+        if not acc or ctx.oracle is None:
             return
-        truths = ctx.truth_fn(ctx.executor, [(p.parsed.question, [tc.args for tc in p.problem.tests])
-                                             for p in acc])
+        truths = ctx.oracle.truth(ctx.executor, [(p.parsed.question, [tc.args for tc in p.problem.tests])
+                                                 for p in acc])
         lo, hi = self.config.keep_band
         checked = [(p, label_matches(p.problem, truth)) for p, truth in zip(acc, truths) if truth is not None]
         out = {f"teacher/{self.kind}/truth_share": len(checked) / len(acc)}

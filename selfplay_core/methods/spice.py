@@ -1,10 +1,11 @@
 """SPICE (Self-Play In Corpus Environments), and SCOPE's rubric path as its `rubric` option.
 
 Slots: the task comes from a *document the solver never sees* — the Challenger reads one
-documented function of a corpus (`datasets.documents`: the toy world's primitives library, a
-folder of code files, or a Hugging Face dataset of them) and writes a question plus test inputs;
-the document's function is the reference behaviour (the executor runs it, twice, for the expected
-outputs). The Reasoner sees only the question and the function's header.
+documented function of a corpus (`datasets.documents`: a world's documents, e.g. the toy
+world's primitives library; a folder of code files; or a Hugging Face dataset of them) and
+writes a question plus test inputs; the document's function is the reference behaviour (the
+executor runs it, twice, for the expected outputs). The Reasoner sees only the question and
+the function's header.
 
 Rewards (`rewards.spice_challenger`): each valid proposal `exp(-(Var - 0.25)^2 / 0.02)` with
 Var = p(1 - p) over the Reasoner's samples, each invalid one `invalid_penalty` (-0.1); the
@@ -31,7 +32,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from selfplay_core import rewards
 from selfplay_core import stages as S
 from selfplay_core.datasets import documents as D
-from selfplay_core.toyworld.library import toy_documents
 from selfplay_core.methods.base import EstimatorName, Method, MethodConfig, Round, register
 from selfplay_core.problems import InputError, Problem, TestCase
 from selfplay_core.records import Anchor, IterationLog, Proposal
@@ -100,8 +100,10 @@ class SpiceConfig(MethodConfig):
 
 
 def load_documents(c: CorpusConfig) -> list[D.Document]:
-    if c.source == "toy":
-        docs = toy_documents()
+    if c.source == "toy":   # a world's own documents (World.documents): the toy world's library
+        from selfplay_core.worlds import world_class
+
+        docs = world_class(c.source).documents()
     elif c.source == "folder":
         docs = D.folder_documents(c.path)
     else:

@@ -1,5 +1,12 @@
 """The toy world: a synthetic code-task world and a tiny model that learns in it on 2 CPU cores.
+A world plug-in (`selfplay_core.worlds`): `world.py` registers it, and only the plug-in list
+(`selfplay_core/worlds/plugins.py`) names this package outside it.
 
+    world.py       the plug-in: `world: toy` config section, ToyWorld (splits -> the run's
+                   problems), ToyOracle (the diagnostics' ground truth), frontier mining hook,
+                   default model (the bootstrap), documents (library.py), checkpoint benchmark
+    arms.py        the oracle arms of the learning study, registered as methods
+                   (`oracle-curriculum`, `oracle-filter`)
     tasks.py       Task = input representation + chain of primitives + output representation;
                    description, reference program, inputs, `make_problem` -> ordinary Problem
     primitives.py  the primitives (one line of code + one English phrase each)

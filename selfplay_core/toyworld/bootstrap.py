@@ -20,7 +20,7 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from selfplay_core.output_paths import check_replaceable_dir
+from selfplay_core.output_paths import cache_root, check_replaceable_dir
 from selfplay_core.toyworld.corpus import CorpusSettings, build_corpus, teacher_phase_settings
 from selfplay_core.toyworld.model import ModelSettings, build_model, n_parameters
 from selfplay_core.toyworld.pretrain import TrainSettings, pretrain
@@ -101,10 +101,6 @@ class BootstrapConfig(BaseModel):
                 fields.pop(name)
         blob = json.dumps({"version": VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SELFPLAY_CACHE") or Path.home() / ".cache" / "selfplay")
 
 
 def cached_model_dir(config: BootstrapConfig) -> Path:

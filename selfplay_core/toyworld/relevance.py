@@ -11,7 +11,7 @@ the oracle curriculum proposes by construction.
 `lineage_relevance(entries, goalposts)`: `entries` are the lineage records a run keeps
 (`RunState.lineage`: id, kind, parent, question, accepted, faithful, trained), `goalposts` maps a
 goalpost id to its toy Task; lemma and lift parents inside the lineage are looked up there.
-`question_variant` is the same check for one proposal in the loop (the world's `variant_fn`,
+`question_variant` is the same check for one proposal in the loop (the toy oracle's `variant`,
 logged as `teacher/<kind>/true_variant`).
 """
 
@@ -59,7 +59,7 @@ def lineage_relevance(entries: Iterable[Mapping], goalposts: Mapping[str, Task])
 
 
 def question_variant(parent_question: str, question: str, direction: str) -> bool | None:
-    """The loop's per-proposal check (RunContext.variant_fn): the question describes a task one
+    """The loop's per-proposal check (ToyOracle.variant, RunContext.oracle): the question describes a task one
     step from its parent's in `direction` (the caller checks fidelity: the code does what the
     question says). None when the parent is no toy task description (a SPICE document, AZR's
     seed): there is nothing to be a variant of."""

@@ -369,7 +369,7 @@ def test_the_real_data_world_trains_on_no_problem_whose_tests_are_all_shown(capl
     import logging
 
     from selfplay_core.config import load_config
-    from selfplay_core.loop.worlds import RealWorld
+    from selfplay_core.worlds.lcb import RealWorld
 
     cfg = load_config(None, ["world.name=lcb", "world.eval_sets=[lcb]", "method=gasp+rlvr",
                              "student.real_tasks_per_iteration=1"])

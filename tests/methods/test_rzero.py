@@ -20,7 +20,7 @@ from selfplay_core.rl.advantages import ESTIMATORS
 from selfplay_core.rl.rollout import Rollout
 from selfplay_core.roles.rzero import parse_challenger
 from selfplay_core.run_context import RunContext
-from selfplay_core.toyworld.fidelity import true_outputs
+from selfplay_core.toyworld.world import ToyOracle
 from selfplay_core.values import Digest, Opaque
 
 # ---- the Challenger's reward -----------------------------------------------------------------
@@ -212,7 +212,7 @@ def test_the_vote_labels_tests_by_the_majority_of_answers_run_in_the_sandbox(exe
         "Return zero.": [CONST] * 10,                                    # one label for every test
         "Crash.": [CRASH] * 9 + ["oops("],                                # nothing ran
     }
-    ctx = RunContext(cfg, executor=executor, engine=ScriptedSolver(answers), truth_fn=true_outputs)
+    ctx = RunContext(cfg, executor=executor, engine=ScriptedSolver(answers), oracle=ToyOracle())
     props = [_challenger(q) for q in answers] + [_challenger("Too few.", "[1]\n")]
     rnd, log = RZeroRound(cfg.method), IterationLog()
     rnd.validate(ctx, props, log)
@@ -238,7 +238,7 @@ def test_the_vote_labels_tests_by_the_majority_of_answers_run_in_the_sandbox(exe
 def test_label_accuracy_counts_a_wrong_majority(executor):
     cfg = load_config(None, ["method=r-zero"])
     answers = {ODD: [WRONG] * 7 + [RIGHT] * 3}
-    ctx = RunContext(cfg, executor=executor, engine=ScriptedSolver(answers), truth_fn=true_outputs)
+    ctx = RunContext(cfg, executor=executor, engine=ScriptedSolver(answers), oracle=ToyOracle())
     props = [_challenger(ODD)]
     rnd, log = RZeroRound(cfg.method), IterationLog()
     for hook in (rnd.validate, rnd.estimate, rnd.diagnose):

@@ -22,7 +22,7 @@ from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.teacher import TeacherProposal
 from selfplay_core.run_context import RunContext
 from selfplay_core.solve import SolveResult
-from selfplay_core.toyworld.guide_oracle import oracle_judgment
+from selfplay_core.toyworld.world import ToyOracle
 from selfplay_core.toyworld.tasks import Task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def test_the_toy_oracle_grades_the_guide_without_touching_rewards():
     # oracle: (2, 0, 1) for LEMMA against TARGET (tests/toyworld/test_guide_oracle.py)
     engine = ScriptedEngine(["relevance: 2\nredundancy: 0\ncomplexity: 1",
                              "relevance: 5\nredundancy: 0\ncomplexity: 1"])
-    ctx = RunContext(load_config(None, ["method=sgs"]), guide_oracle_fn=oracle_judgment)
+    ctx = RunContext(load_config(None, ["method=sgs"]), oracle=ToyOracle())
     rnd = ConjectureRound([], 2, "easier", FrozenGuide(engine, GuideConfig()), share=0.3)
     props = [prop(0.25), prop(0.5)]
     log = IterationLog()

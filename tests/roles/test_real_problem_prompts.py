@@ -8,7 +8,7 @@ import pytest
 
 from selfplay_core.datasets.livecodebench import parse_row
 from selfplay_core.engines.base import Completion, SamplingParams
-from selfplay_core.loop.worlds import _tagged
+from selfplay_core.worlds.lcb import _tagged
 from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.student import real_student_program, real_student_prompt
 from selfplay_core.solve import solve

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from selfplay_core.config import RunConfig, WorldConfig
-from selfplay_core.loop.worlds import ToyWorld
+from selfplay_core.config import ConfigError, RunConfig, load_config
+from selfplay_core.toyworld.world import ToyWorld, ToyWorldConfig
 from selfplay_core.toyworld.corpus import CorpusSettings, teacher_phase_settings
 from selfplay_core.toyworld.splits import SplitSizes, build_world
 from selfplay_core.toyworld.tasks import task_from_key
@@ -88,10 +88,11 @@ def test_the_run_world_and_its_goalpost_key():
 
 
 def test_deep_pool_outside_the_toy_world_is_refused():
-    with pytest.raises(ValueError, match="world.deep_pool adds depth-5 tasks"):
-        WorldConfig(name="lcb", deep_pool=10)
+    with pytest.raises(ConfigError, match="world.deep_pool: unknown key \\(a key of world 'toy'; "
+                                          "this run's world is 'lcb'\\)"):
+        load_config(None, ["world.name=lcb", "world.deep_pool=10"])
     with pytest.raises(ValueError):
-        WorldConfig(deep_pool=-1)
+        ToyWorldConfig(deep_pool=-1)
 
 
 def test_a_depth_6_pool_has_its_own_stream_version_and_ids(deep):
@@ -130,11 +131,11 @@ def test_depth_6_sources_are_made_easier_and_the_depth_6_pool_stays_out():
 
 def test_the_run_world_with_a_depth_6_pool():
     plain = RunConfig()
-    cfg = plain.model_copy(update={"world": WorldConfig(deep_pool=24, deep_depth=6)})
+    cfg = plain.model_copy(update={"world": ToyWorldConfig(deep_pool=24, deep_depth=6)})
     w = ToyWorld(cfg)
     assert w.goalpost_cache_tag(cfg) == "w0d6x24"
     assert w.splits()["goalpost_pool"].version == "toyworld-v2+d6x24-s0"
     with pytest.raises(ValueError, match="it needs world.deep_pool > 0"):
-        WorldConfig(deep_depth=6)
+        ToyWorldConfig(deep_depth=6)
     with pytest.raises(ValueError):
-        WorldConfig(deep_pool=4, deep_depth=7)
+        ToyWorldConfig(deep_pool=4, deep_depth=7)

@@ -62,7 +62,7 @@ def test_a_true_lift_of_a_lemma_off_the_path_is_not_on_the_path():
 
 
 def test_the_loop_logs_the_share_of_true_variants_among_accepted_proposals(executor):
-    """stages.fidelity with the toy world's variant_fn: of the accepted proposals whose anchor is
+    """stages.fidelity with the toy world's oracle: of the accepted proposals whose anchor is
     a toy task, the share that are faithful *and* one step from it; an anchor that is no toy
     task (a document) is left out of that share but still counts for fidelity."""
     import random
@@ -72,8 +72,7 @@ def test_the_loop_logs_the_share_of_true_variants_among_accepted_proposals(execu
     from selfplay_core.engines.base import Completion
     from selfplay_core.records import Anchor, IterationLog, Proposal
     from selfplay_core.roles.teacher import TeacherProposal
-    from selfplay_core.toyworld.fidelity import proposal_fidelity
-    from selfplay_core.toyworld.relevance import question_variant
+    from selfplay_core.toyworld.world import ToyOracle
 
     gid, g, lemma = _goalpost_and_lemma()
     inputs = [[x] for x in lemma.sample_inputs(random.Random(0), 6)]
@@ -87,7 +86,7 @@ def test_the_loop_logs_the_share_of_true_variants_among_accepted_proposals(execu
                  prop(g.description(), lemma.description(), g.program()),       # unfaithful
                  prop(g.description(), g.description(), g.program()),           # faithful, not easier
                  prop("A page about sorting.", lemma.description(), lemma.program())]  # no toy anchor
-    ctx = SimpleNamespace(executor=executor, fidelity_fn=proposal_fidelity, variant_fn=question_variant)
+    ctx = SimpleNamespace(executor=executor, oracle=ToyOracle())
     log = IterationLog()
     stages.fidelity(ctx, proposals, log)
     assert [p.faithful for p in proposals] == [True, False, True, True]
