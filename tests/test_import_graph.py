@@ -156,6 +156,8 @@ def test_the_library_holds_and_imports_no_study_code():
            for n, line in imported_names(m, path)
            if n.split(".")[0] in ("selfplay_study", "benchmarks", "tools")]   # lab/: test_layout
     assert not bad, bad
+
+
 # ---- the toy world is a plug-in ----------------------------------------------------------------
 
 TOY = "selfplay_core.toyworld"
@@ -164,7 +166,7 @@ PLUGIN_LIST = "selfplay_core/worlds/plugins.py"
 # The toy world's own front-ends outside the library (Prefect may not be imported there): the
 # `selfplay bootstrap` command, and the bootstrap deployment's flow and task.
 TOY_FRONT_ENDS = {"selfplay_cli/bootstrap.py", "flows/bootstrap_toy_model.py", "tasks/toyworld.py"}
-FIRST_PARTY = ("selfplay_core", "selfplay_cli", "flows", "tasks")
+FIRST_PARTY = ("selfplay_core", "selfplay_cli", "selfplay_study", "flows", "tasks", "tools")
 _TOY_NAME = re.compile(r"selfplay_core\.toyworld(\.\w+)*")
 
 

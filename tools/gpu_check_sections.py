@@ -689,10 +689,10 @@ def logprobs(ctx: Ctx) -> dict:
     from selfplay_core.engines.base import SamplingParams
     from selfplay_core.engines.hf import HFEngine
     from selfplay_core.rl.learner import Rollout, _pad_batch, token_logprobs
-    from selfplay_core.toyworld.bootstrap import default_model_dir
+    from selfplay_core.worlds import world_class
 
     dev = ctx.device
-    path = default_model_dir()
+    path = world_class("toy").default_model()
     tok = AutoTokenizer.from_pretrained(str(path))
     prompts = [f"### Task\nReturn the sum of the list plus {k}.\n### Solution\ndef f(x):\n"
                for k in range(2 if ctx.smoke else 16)]

@@ -24,13 +24,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_registry_lists_every_method():
+    # The last two are the toy world's (registered by its plug-in, which needs its oracle).
+    from selfplay_core.toyworld.arms import (OracleCurriculum, OracleCurriculumConfig, OracleFilter,
+                                             OracleFilterConfig)
+
     assert registered() == {"azr": AZR, "compassplay": CompassPlay, "gasp": GASP,
                             "gasp+rlvr": GASPPlusRLVR, "rlvr": RLVR, "r-zero": RZero, "sgs": SGS,
-                            "spice": SPICE, "star": STaR}
+                            "spice": SPICE, "star": STaR, "oracle-curriculum": OracleCurriculum,
+                            "oracle-filter": OracleFilter}
     for name, cls in registered().items():
         assert cls.name == name and cls.Config.model_fields["name"].default == name
     assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig,
-            RZeroConfig, SGSConfig, STaRConfig} == {c.Config for c in registered().values()}
+            RZeroConfig, SGSConfig, STaRConfig, OracleCurriculumConfig,
+            OracleFilterConfig} == {c.Config for c in registered().values()}
 
 
 @pytest.mark.parametrize("name,cls", [("gasp", GASP), ("azr", AZR), ("rlvr", RLVR), ("gasp+rlvr", GASPPlusRLVR),

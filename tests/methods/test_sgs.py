@@ -81,11 +81,12 @@ def test_sgs_scoring_guide_judgments_to_r_synth():
     assert m["teacher/conjecture/reward"] == pytest.approx((1 + 1 / 6 - 0.5) / 6)
 
 
-def test_the_toy_oracle_grades_the_guide_without_touching_rewards():
+def test_the_toy_oracle_grades_the_guide_without_touching_rewards(executor):
     # oracle: (2, 0, 1) for LEMMA against TARGET (tests/toyworld/test_guide_oracle.py)
     engine = ScriptedEngine(["relevance: 2\nredundancy: 0\ncomplexity: 1",
                              "relevance: 5\nredundancy: 0\ncomplexity: 1"])
-    ctx = RunContext(load_config(None, ["method=sgs"]), oracle=ToyOracle())
+    # The oracle is one object: it also reads the proposals' fidelity, in the sandbox.
+    ctx = RunContext(load_config(None, ["method=sgs"]), oracle=ToyOracle(), executor=executor)
     rnd = ConjectureRound([], 2, "easier", FrozenGuide(engine, GuideConfig()), share=0.3)
     props = [prop(0.25), prop(0.5)]
     log = IterationLog()

@@ -72,6 +72,7 @@ def test_the_loop_logs_the_share_of_true_variants_among_accepted_proposals(execu
     from selfplay_core.engines.base import Completion
     from selfplay_core.records import Anchor, IterationLog, Proposal
     from selfplay_core.roles.teacher import TeacherProposal
+    from selfplay_core.toyworld.relevance import question_variant
     from selfplay_core.toyworld.world import ToyOracle
 
     gid, g, lemma = _goalpost_and_lemma()

@@ -12,6 +12,7 @@ import pytest
 from selfplay_core.config import ConfigError, load_config
 from selfplay_core.methods import method_for
 from selfplay_core.methods.gasp import GASPConfig
+from selfplay_core.problems import Problem, TestCase
 from selfplay_core.worlds import World, WorldConfig, register, registered, world_class
 
 
@@ -71,9 +72,9 @@ def test_the_toy_oracle_knows_the_truth_of_toy_tasks(world, executor):
     assert right.faithful and not swapped.faithful
 
     # The truth of a question is what the task's own program returns on those inputs.
-    ran = executor.run([(problem.__class__(id="x", kind="call", entry_point="f",
-                                           tests=[t.__class__(args=a, has_expected=False) for a in inputs]),
-                         task.program())])[0]
+    run_on = Problem(id="x", kind="call", entry_point="f",
+                     tests=[TestCase(args=a, has_expected=False) for a in inputs])
+    ran = executor.run([(run_on, task.program())])[0]
     assert oracle.truth(executor, [(task.description(), inputs), ("Sort a list.", inputs)]) == \
         [list(ran.outputs), None]
 
