@@ -36,8 +36,8 @@ class _Frozen(BaseModel):
 
 
 class ModelConfig(_Frozen):
-    # "toy": the bootstrapped toy model (trained on first use and cached); else an HF hub id
-    # or a local save_pretrained folder.
+    # A world's name: that world's default model ("toy": the bootstrapped toy model, trained on
+    # first use and cached); else an HF hub id or a local save_pretrained folder.
     path: str = "toy"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     torch_threads: int | None = Field(1, ge=1)   # 1 was fastest on a busy 2-core box

@@ -9,6 +9,10 @@
     spice       a document the solver never sees grounds each task (SPICE; SCOPE's rubric path)
     star        real tasks; correct programs and hinted rationalizations, fine-tuned on (STaR)
 
+A world may register methods that need its oracle: the toy world's oracle arms
+`oracle-curriculum` and `oracle-filter` (GASP's config; registered when the world plug-ins load,
+see `selfplay_core.worlds`).
+
 A run config's `method:` section is one of the registered methods' config classes, chosen by
 its `name`. Adding a method: a file here with its `MethodConfig` subclass and its `@register`ed
 `Method` subclass, and its import below.
