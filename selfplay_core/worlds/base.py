@@ -52,11 +52,18 @@ log = logging.getLogger(__name__)
 Fits = Callable[[Problem, str], bool]
 
 
+def _titled_by_name(schema: dict, cls) -> None:
+    """A form (the Prefect UI's run form) labels each world by its name, not its class."""
+    field = cls.model_fields.get("name")
+    if field is not None and isinstance(field.default, str):
+        schema["title"] = field.default
+
+
 class WorldConfig(BaseModel):
     """A world's config section, `world:` in a run config; `name` selects the subclass. The keys
     here are every world's: how goalposts are chosen and how the real tasks use them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_titled_by_name)
 
     # The goalpost rules this world can mine by, its default first.
     rules: ClassVar[tuple[str, ...]] = ("unsolved",)

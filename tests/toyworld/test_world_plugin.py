@@ -122,3 +122,15 @@ def test_the_oracle_arms_refuse_what_they_cannot_do(sets, words):
 
 def test_a_config_that_names_no_arm_is_unchanged():
     assert load_config(None, ["diagnostics.oracle_filter=false"]) == load_config(None, [])
+
+
+def test_the_run_form_offers_each_world_as_a_form_named_by_it():
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.selfplay import selfplay
+
+    defs = parameter_schema(selfplay.fn).model_dump()["definitions"]
+    world = defs["RunConfig"]["properties"]["world"]
+    refs = [c["$ref"].rsplit("/", 1)[1] for c in world["anyOf"]]
+    assert sorted(defs[r]["title"] for r in refs) == ["lcb", "toy"] and world["description"]
+    assert "deep_pool" in defs[refs[[defs[r]["title"] for r in refs].index("toy")]]["properties"]
