@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from selfplay_core.datasets.registry import load_benchmark
 from selfplay_core.engines.base import SamplingParams
@@ -27,6 +27,7 @@ from selfplay_core.evaluation.fit import check_prompts_fit, context_window, load
 from selfplay_core.evaluation.prompts import get_template
 from selfplay_core.evaluation.report import write_outputs
 from selfplay_core.evaluation.runner import EvalConfig, evaluate
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.output_paths import ensure_output_dir
 from selfplay_core.problems import InputError
 from selfplay_core.sandbox import Executor
@@ -39,10 +40,8 @@ from selfplay_core.worlds import registered as registered_worlds
 BenchmarkName = Literal["toy", "humanevalplus", "mbppplus", "lcb", "humaneval", "mbpp"]
 
 
-class CheckpointEvalConfig(BaseModel):
+class CheckpointEvalConfig(FrozenConfig):
     """Parameters of one checkpoint evaluation (rendered as a form in the Prefect UI)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     checkpoint: str = Field("toy", description="'toy', a local model folder, or an s3:// or "
                             "file:// prefix written by the artifact store")

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from selfplay_core.engines.gpu_config import QWEN25_CODER, BatchShape, GPUConfig, resolve_plan
 from selfplay_core.config_errors import ConfigError  # noqa: F401 (re-exported)
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.methods import MethodConfig, registered
 from selfplay_core.rl.config import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
@@ -31,20 +32,19 @@ from selfplay_core.worlds import registered as registered_worlds
 log = logging.getLogger(__name__)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ModelConfig(_Frozen):
+class ModelConfig(FrozenConfig):
     # A world's name: that world's default model ("toy": the bootstrapped toy model, trained on
     # first use and cached); else an HF hub id or a local save_pretrained folder.
     path: str = "toy"
+    # Weights' dtype on the hf engine (the toy model trains in float32).
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     torch_threads: int | None = Field(1, ge=1)   # 1 was fastest on a busy 2-core box
 
 
-class EngineConfig(_Frozen):
+class EngineConfig(FrozenConfig):
+    # Who generates: hf (transformers, in this process) or vllm (OpenAI-compatible server(s)).
     backend: Literal["hf", "vllm"] = "hf"
+    # Prompts per generate call (hf engine).
     batch_size: int = Field(64, ge=1)
     # vllm: the server's root URL, or a list of data-parallel servers serving the same model
     # (each call's prompts are sharded across them; every weight sync goes to each).
@@ -56,12 +56,16 @@ class EngineConfig(_Frozen):
     # vllm: auto = one seed per prompt on GPU servers, none on vLLM's CPU build (it cannot take
     # per-request seeds); engines/vllm.py.
     seed_mode: Literal["auto", "per_prompt", "none"] = "auto"
+    # The student's sampling temperature (rollouts and evaluation).
     temperature: float = Field(1.0, ge=0)
     # The teacher's own temperature (None: `temperature`). A tiny model writes faithful
     # proposals (text matching code) far more often when sampled colder.
     teacher_temperature: float | None = Field(0.4, ge=0)
+    # Nucleus sampling cut (1: off).
     top_p: float = Field(1.0, gt=0, le=1)
+    # Longest student answer, in tokens.
     max_new_tokens_student: int = Field(96, ge=1)
+    # Longest teacher proposal (question, program and inputs), in tokens.
     max_new_tokens_teacher: int = Field(192, ge=1)
     # vllm: the local folder the server serves, which filesystem weight sync rewrites after every
     # update (None: run_dir/served_model when the run launches the server itself).
@@ -97,16 +101,22 @@ class EngineConfig(_Frozen):
         return (self.vllm_url,) if isinstance(self.vllm_url, str) else tuple(self.vllm_url)
 
 
-class TeacherConfig(_Frozen):
+class TeacherConfig(FrozenConfig):
     """The proposer role, whichever method prompts it: the described-task gate and penalties."""
 
+    # Variant axes the teacher may propose along: f (the algorithm), io (input/output format).
     axes: tuple[Literal["f", "io"], ...] = ("f", "io")
     format_penalty: float = -1.0             # unparseable proposal
     invalid_penalty: float = -0.5            # parsed but rejected by validation
     rejection_sampling: bool = True          # near-duplicate gate against the buffers
+    # A proposal this similar to one in the buffers is a near-duplicate and rejected.
     similarity_threshold: float = Field(0.95, gt=0, le=1)
+    # Fewest test inputs a proposal must carry.
     min_inputs: int = Field(4, ge=1)
+    # Most test inputs kept from a proposal.
     max_inputs: int = Field(10, ge=1)
+    # The reference program must give at least this many distinct outputs on the inputs (a constant
+    # program is rejected).
     require_distinct_outputs: int = Field(2, ge=1)
     # False: the teacher's policy gradient skips the tokens of its proposal's program (a lever
     # of the learning study: those tokens are an edit of the program in its prompt, written in
@@ -143,7 +153,7 @@ class TeacherConfig(_Frozen):
         return self
 
 
-class StudentConfig(_Frozen):
+class StudentConfig(FrozenConfig):
     samples_per_task: int = Field(8, ge=1)   # n samples estimate p and are the training rollouts
     real_tasks_per_iteration: int = Field(0, ge=0)  # RLVR, and the GASP + real-data mix
     batch_size: int = Field(128, ge=1)       # student rollouts per update, at most
@@ -178,11 +188,15 @@ class StudentConfig(_Frozen):
         return self
 
 
-class EvalConfig(_Frozen):
+class EvalConfig(FrozenConfig):
     every: int = Field(1, ge=1)              # iterations between held-out evaluations
+    # Samples per held-out problem (pass@k is estimated from them).
     n: int = Field(8, ge=1)
+    # The k of each pass@k reported (each <= n).
     ks: tuple[int, ...] = (1, 8)
+    # Held-out problems of the in-loop evaluation (None: all); the verdict uses its own set.
     max_problems: int | None = Field(60, ge=1)
+    # Iterations between goalpost checks (also at step 0 and at the end).
     goalpost_every: int = Field(2, ge=1)
     goalpost_k: int = Field(16, ge=1)        # k = 100 on GPU (paper); smaller on the toy default
     # Samples per goalpost of the starting model at step 0 (at least goalpost_k): the start model's
@@ -211,9 +225,11 @@ class EvalConfig(_Frozen):
         return max(self.verdict_n or 0, self.n)
 
 
-class TrackingConfig(_Frozen):
+class TrackingConfig(FrozenConfig):
     mlflow_uri: str | None = None            # None: local SQLite store under out_dir/mlruns
+    # MLflow experiment the run is logged under.
     experiment: str = "selfplay"
+    # MLflow run name (None: method, world and a timestamp).
     run_name: str | None = None
     artifact_store: str | None = None        # None: out_dir/artifacts; or s3://bucket/prefix
     log_samples: int = Field(32, ge=0)       # rows per sample table per iteration
@@ -235,7 +251,7 @@ def _limit(default: float | None, what: str):
     return Field(default, gt=0, description=f"{what}; null: no limit")
 
 
-class StageTimeouts(_Frozen):
+class StageTimeouts(FrozenConfig):
     """How long one stage of an iteration may run in the Prefect flow before its task fails
     (Prefect's task timeout). A hung stage (a server that stops answering, a stuck learner
     step) then fails the flow run, and the flow's retry resumes the run from its last complete
@@ -267,15 +283,18 @@ class StageTimeouts(_Frozen):
         return getattr(self, self.key_of(stage))
 
 
-class FlowConfig(_Frozen):
+class FlowConfig(FrozenConfig):
     """The Prefect flow. A retry resumes the run from its last complete iteration."""
 
+    # Times Prefect retries a failed flow run (each resumes from the last complete iteration).
     retries: int = Field(1, ge=0, le=10)
+    # Seconds between a failure and its retry.
     retry_delay_s: float = Field(10.0, ge=0)
+    # Per-stage time limits: a hung server or sandbox fails its task instead of the flow hanging.
     timeouts: StageTimeouts = StageTimeouts()
 
 
-class GPUPlanConfig(_Frozen):
+class GPUPlanConfig(FrozenConfig):
     """What the dry-run plan needs beyond the run config: the model's shape."""
 
     model_shape: str = Field("7b", description="a Qwen2.5-Coder shape: 0.5b, 1.5b, 7b")
@@ -321,9 +340,11 @@ _LEGACY_TEACHER_KEYS = ("goalposts_per_iteration", "proposals_per_anchor", "lemm
                         "lift_band", "out_of_band", "one_step")
 
 
-class RunConfig(_Frozen):
+class RunConfig(FrozenConfig):
     method: MethodSection = registered()["gasp"].Config()
+    # Seeds sampling, task order and every random draw of the run.
     seed: int = 0
+    # Self-play iterations (each: propose, solve, verify, update, evaluate).
     iterations: int = Field(12, ge=1)
     # Optimizer steps per iteration over the same rollouts (PPO epochs; the ratio clip keeps
     # later steps close to the sampling policy). AZR/GASP use 1; 4 is the toy default.
@@ -331,19 +352,30 @@ class RunConfig(_Frozen):
     # Generate iteration t+1's rollouts while iteration t's update runs (one step off-policy,
     # corrected by the importance ratio; overlap.py).
     overlap_generation: bool = False
+    # Folder (or s3:// URI) under which each run writes its run folder.
     out_dir: str = "runs"
+    # The policy's starting weights.
     model: ModelConfig = ModelConfig()
+    # How completions are generated (hf in process, or vLLM servers).
     engine: EngineConfig = EngineConfig()
     world: WorldSection = registered_worlds()[DEFAULT_WORLD].Config()
+    # The proposer role: gates and penalties for the tasks it writes.
     teacher: TeacherConfig = TeacherConfig()
+    # The solver role: samples per task and the rollout batch.
     student: StudentConfig = StudentConfig()
+    # The policy-gradient update both roles share.
     learner: LearnerConfig = LearnerConfig(lr=2e-4, micro_batch_size=32, max_grad_norm=1.0, kl_coef=0.1)
+    # Held-out evaluation, goalpost checks and the end-of-run verdict.
     eval: EvalConfig = EvalConfig()
+    # The executor that runs untrusted programs.
     sandbox: SandboxConfig = SandboxConfig(workers=2)
+    # MLflow: where metrics, plots and checkpoints are logged.
     tracking: TrackingConfig = TrackingConfig(experiment="selfplay-toy")
+    # The Prefect flow: retries and stage timeouts.
     flow: FlowConfig = FlowConfig()
     # GPU deployment (engines.gpu_config.GPUConfig); None on the CPU default.
     gpu: GPUConfig | None = None
+    # The GPU plan printed by --dry-run and checked before a GPU run.
     plan: GPUPlanConfig = GPUPlanConfig()
 
     @model_validator(mode="before")

@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from selfplay_core.engines.base import SamplingParams
 from selfplay_core.engines.hf import HFEngine
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.goalposts import engine_solver, mine_goalposts
 from selfplay_core.loop.worlds import weights_key
 from selfplay_core.output_paths import cache_root
@@ -36,10 +37,8 @@ from selfplay_core.worlds import registered as registered_worlds
 LOOP_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 96, "chunk": 16}
 
 
-class GoalpostMiningConfig(BaseModel):
+class GoalpostMiningConfig(FrozenConfig):
     """Parameters of one mining run (rendered as a form in the Prefect UI)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     model_path: str = Field("toy", description="'toy' (the toy world's starting model) or a "
                             "local model folder")

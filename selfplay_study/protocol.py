@@ -13,14 +13,12 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from selfplay_core.frozen import FrozenConfig
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Arm(_Frozen):
+class Arm(FrozenConfig):
     name: str
     label: str
     config: str | None = None                # a file under configs/; None: no training (base)
@@ -37,7 +35,7 @@ class Arm(_Frozen):
         return self.config is not None
 
 
-class FinalEval(_Frozen):
+class FinalEval(FrozenConfig):
     """What every arm's last checkpoint (and the start checkpoint, several times) is measured on."""
 
     goalpost_k: int = Field(64, ge=1)        # samples per goalpost: hits = goalposts with a pass
@@ -55,7 +53,7 @@ class FinalEval(_Frozen):
         return self
 
 
-class Protocol(_Frozen):
+class Protocol(FrozenConfig):
     name: str = "toyworld-learning"
     arms: tuple[Arm, ...]
     seeds: tuple[int, ...] = (0, 1, 2)

@@ -20,7 +20,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from selfplay_core.frozen import FrozenConfig
 
 GIB = float(1 << 30)
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -36,12 +38,13 @@ def vllm_lora_rank(r: int) -> int:
     raise ValueError(f"LoRA rank {r} exceeds vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
 
 
-class LoraSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class LoraSettings(FrozenConfig):
     r: int = Field(16, ge=1, le=VLLM_LORA_RANKS[-1])  # a vLLM server loads up to rank 512
+    # LoRA scaling numerator (the update is scaled by alpha / r).
     alpha: int = Field(32, ge=1)
+    # Dropout on the LoRA branch.
     dropout: float = Field(0.0, ge=0, lt=1)
+    # Module names that get LoRA adapters.
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj",
                                        "gate_proj", "up_proj", "down_proj")
 
@@ -76,29 +79,35 @@ def refuse_distributed_launch(environ=None) -> None:
                 "the run as one process (`selfplay run ...`, not `accelerate launch`)")
 
 
-class GPUConfig(BaseModel):
+class GPUConfig(FrozenConfig):
     """Where generation and learning run. Frozen; unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+    # Where the learner runs.
     device: Literal["cuda", "cpu"] = "cuda"
+    # Rollout engine: vllm servers, or hf generate in the learner's process.
     engine: Literal["hf", "vllm"] = "vllm"
     # server: vLLM on GPUs of its own; colocated: a vLLM server on the learner's GPUs that
     # sleeps (weights to CPU, KV cache dropped) while the learner steps.
     vllm_placement: Literal["server", "colocated"] = "server"
+    # A vLLM server already running (None: launch_server, or the plan's own).
     server_url: str | None = None
     launch_server: bool = False           # the run starts `selfplay vllm-serve` itself
     # auto: engines/weight_sync.choose_transport (ipc colocated, nccl where TRL's client runs,
     # lora for a LoRA learner, else filesystem); the plan prints the choice and why.
     weight_sync: Literal["auto", "nccl", "ipc", "filesystem", "lora", "none"] = "auto"
+    # GPUs the run may use in all.
     num_gpus: int = Field(1, ge=0)
+    # GPUs the learner trains on.
     learner_gpus: int = Field(1, ge=0)
     rollout_gpus: int = Field(0, ge=0)    # server placement only
+    # GPUs each vLLM server shards the model over.
     tensor_parallel_size: int = Field(1, ge=1)
     # vLLM's share of each of its GPUs. None: 0.9 on GPUs of its own; colocated, the share the
     # learner's steady state leaves (weights + AdamW states, after the step's cache is released).
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    # Longest prompt + completion a server accepts, in tokens (sizes its KV cache).
     max_model_len: int = Field(4096, ge=16)
+    # Weights' dtype on GPU.
     dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     # How a bf16 model keeps updates of lr 1e-6 that round-to-nearest would lose (rl/optim.py):
     # pure: weights, grads and AdamW moments in `dtype`, written with stochastic rounding
@@ -107,8 +116,11 @@ class GPUConfig(BaseModel):
     # master: `dtype` weights and grads, float32 master weights and moments (16 bytes, exact);
     # amp: float32 weights with autocast to `dtype` (16 bytes).
     precision: Literal["pure", "kahan", "master", "amp"] = "pure"
+    # How a learner spread over several GPUs shards its work (none: one process).
     distributed: Literal["none", "ddp", "zero3", "fsdp"] = "none"
+    # Recompute activations in the backward pass (less memory, ~30 % more compute).
     gradient_checkpointing: bool = True
+    # Train LoRA adapters instead of every weight (None: full fine-tune).
     lora: LoraSettings | None = None
     gpu_memory_gib: float = Field(80.0, gt=0, description="memory of one GPU, for the plan")
 
@@ -195,10 +207,8 @@ class GPUConfig(BaseModel):
 
 
 # ---- model shapes --------------------------------------------------------------------------------
-class ModelShape(BaseModel):
+class ModelShape(FrozenConfig):
     """The numbers that decide parameter count, FLOPs and memory of a Qwen2/Llama-class model."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     hidden_size: int
@@ -278,9 +288,7 @@ QWEN25_CODER = {
 }
 
 
-class BatchShape(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class BatchShape(FrozenConfig):
     prompts_per_step: int = Field(64, ge=1)
     samples_per_prompt: int = Field(8, ge=1)
     max_prompt_len: int = Field(1024, ge=1)

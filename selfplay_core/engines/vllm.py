@@ -59,7 +59,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from selfplay_core.engines._http import JSONClient
 from selfplay_core.engines.base import Completion, SamplingParams
@@ -69,6 +69,7 @@ from selfplay_core.engines.vllm_info import ServerInfo, fetch_server_info
 from selfplay_core.engines.weight_sync import (dev_request, is_peft, iter_sync_tensors,  # noqa: F401
                                                make_transport, merged_tensors, on_each,
                                                write_checkpoint)
+from selfplay_core.frozen import FrozenConfig
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +78,8 @@ SeedMode = Literal["auto", "per_prompt", "none"]
 _is_peft = is_peft  # the name older callers import
 
 
-class VLLMEngineConfig(BaseModel):
+class VLLMEngineConfig(FrozenConfig):
     """How to reach the server(s) and push weights to them. Frozen; unknown keys are an error."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     base_url: str | tuple[str, ...] = Field(
         description="root of the server, e.g. http://127.0.0.1:8000 (no /v1), or a list of "

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from selfplay_core.engines.errors import EngineError, EngineTimeout
 from selfplay_core.engines.weight_sync import TRANSPORTS, served_folder_problem
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.processes import signal_group
 
 VENV_ENV = "SELFPLAY_VLLM_VENV"
@@ -50,9 +51,7 @@ class VLLMLaunchError(EngineError):
     """The server could not be started (no venv, bad settings, died during start-up)."""
 
 
-class ServeOptions(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ServeOptions(FrozenConfig):
     model: str
     venv: str | None = None                # default: $SELFPLAY_VLLM_VENV
     host: str = "127.0.0.1"

@@ -47,9 +47,10 @@ from __future__ import annotations
 
 from typing import Callable, ClassVar, Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from selfplay_core import stages as S
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.records import IterationLog, Proposal
 from selfplay_core.rl.advantages import ESTIMATORS
 from selfplay_core.rl.rollout import Rollout
@@ -64,11 +65,12 @@ def _titled_by_name(schema: dict, cls) -> None:
         schema["title"] = field.default
 
 
-class MethodConfig(BaseModel):
+class MethodConfig(FrozenConfig):
     """A method's own config section, `method:` in a run config; `name` selects the subclass."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_titled_by_name)
+    model_config = ConfigDict(json_schema_extra=_titled_by_name)
 
+    # The method; picking another shows that method's options.
     name: str
     # How rollout rewards become advantages (rl.advantages.ESTIMATORS).
     advantage: EstimatorName = "trr++"

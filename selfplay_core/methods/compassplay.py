@@ -56,10 +56,15 @@ KIND = "compass"
 class CompassConfig(MethodConfig):
     name: Literal["compassplay"] = "compassplay"
     advantage: EstimatorName = "trr++"
+    # Tasks the teacher proposes per iteration.
     proposals_per_iteration: int = Field(16, ge=1)
+    # What the teacher is asked for, relative to the task in its prompt.
     direction: Literal["easier", "harder"] = "harder"
+    # Tasks whose gradient is the compass: the world's real training tasks, or the goalposts.
     reference: Literal["real", "goalposts"] = "real"
+    # Reference tasks in the compass gradient.
     reference_tasks: int = Field(8, ge=1)
+    # Last transformer blocks whose gradients are compared (a cheap parameter subset).
     gradient_layers: int = Field(1, ge=1)
     ineligible_reward: float = 0.0   # p in {0, 1}: the task moves nothing (the paper scores none)
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from selfplay_core import rewards
 from selfplay_core import stages as S
 from selfplay_core.code_relevance import line_similarity, relevance_weight
 from selfplay_core.config_errors import ConfigError
 from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.methods.band_rewards import BandReward, GuidedBandReward
 from selfplay_core.methods.base import Method, MethodConfig, register
 from selfplay_core.methods.guide_judge import (GASPGuideConfig, guide_weight, judge_proposals, load_guide,
@@ -44,34 +45,39 @@ from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.records import Anchor, IterationLog, Proposal
 
 
-class DynamicGoalpostsConfig(BaseModel):
+class DynamicGoalpostsConfig(FrozenConfig):
     """Dynamic goalposts (selfplay_core/dynamic_goalposts.py): a goalpost solved (pass@k > 0 at
     eval.goalpost_k) at `solved_checks` consecutive goalpost checks stops anchoring lemmas and
     the next-hardest unsolved candidate (the mining's reserve) takes its place."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+    # Consecutive goalpost checks a goalpost must be solved at before it is replaced.
     solved_checks: int = Field(2, ge=1)
 
 
-class CodeRelevanceConfig(BaseModel):
+class CodeRelevanceConfig(FrozenConfig):
     """GASP x code relevance: an in-band reward times line_similarity(parent, proposal) ** power
     (0 for a program that only copies its parent's lines); a proposal whose similarity is below
     `gate`, or a copy, does not reach the student (its teacher reward is unchanged by the gate)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+    # The in-band reward is multiplied by line similarity to the parent to this power.
     power: float = Field(1.0, gt=0)
+    # multiply: scale the teacher's reward by the similarity; none: gate only.
     reward: Literal["multiply", "none"] = "multiply"
+    # Proposals less similar than this to their parent do not reach the student (None: no gate).
     gate: float | None = Field(None, ge=0, le=1)
 
 
 class GASPConfig(MethodConfig):
     name: Literal["gasp"] = "gasp"
+    # Goalposts the teacher writes lemmas for each iteration.
     goalposts_per_iteration: int = Field(8, ge=1)
+    # Proposals per goalpost (lemmas) or per lemma (lifts).
     proposals_per_anchor: int = Field(2, ge=1)
+    # Student pass rates that earn a lemma (easier variant) its reward.
     lemma_band: tuple[float, float] = (0.3, 0.7)
+    # Student pass rates that earn a lift (harder variant of a lemma) its reward.
     lift_band: tuple[float, float] = (0.1, 0.5)
+    # Teacher reward for a valid proposal whose pass rate is outside its band.
     out_of_band: float = -0.5
     # Ablations: None = lemma -> lift; "medium"/"hard" = one step straight from the goalpost
     # with the lemma / lift band.

@@ -33,10 +33,11 @@ from __future__ import annotations
 import time
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from selfplay_core import stages as S
 from selfplay_core.config_errors import ConfigError
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.methods.band_rewards import GuidedBandReward
 from selfplay_core.methods.compassplay import (cosine, last_layer_params, nll_gradient, reference_body,
                                                reference_ids, task_gradient)
@@ -44,14 +45,17 @@ from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.records import IterationLog, Proposal
 
 
-class GradientRelevanceConfig(BaseModel):
+class GradientRelevanceConfig(FrozenConfig):
     """GASP x gradient relevance (module docstring)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+    # Last transformer blocks whose gradients are compared.
     layers: int = Field(1, ge=1)
+    # multiply: scale the in-band reward by the gradient alignment; none: gate only.
     reward: Literal["multiply", "none"] = "multiply"
+    # A proposal whose gradient cosine to the goalposts' is at most this does not reach the student
+    # (None: no gate).
     gate: float | None = Field(0.0, ge=-1, le=1)
+    # Keep only this many most-aligned proposals for the student (None: all that pass the gate).
     student_top: int | None = Field(None, ge=1)
 
 

@@ -17,10 +17,11 @@ import logging
 from pathlib import Path
 from typing import Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from selfplay_core import rewards
 from selfplay_core.engines.base import SamplingParams
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.records import IterationLog, Proposal
 from selfplay_core.roles.common import Rejection
 from selfplay_core.roles.guide import RANGES, SGS_KEYS, STOP, GuideScores, load_prompt_template, parse_guide, render_guide_prompt
@@ -28,16 +29,16 @@ from selfplay_core.roles.guide import RANGES, SGS_KEYS, STOP, GuideScores, load_
 log = logging.getLogger(__name__)
 
 
-class GuideConfig(BaseModel):
+class GuideConfig(FrozenConfig):
     """The frozen Guide of a method (SGS's `method.guide`, GASP's `method.guide`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # "toy": the toy world's layout (### Target / ### Proposal / ### Solution / ### Review);
     # "code": a prompt for real code problems (roles.guide.CODE_GUIDE_PROMPT); or a file with
     # the fields {target}, {question}, {code}.
     prompt: str = "toy"
     temperature: float = Field(0.0, ge=0)     # greedy: one judgment per proposal
+    # Longest judgment the Guide writes, in tokens.
     max_new_tokens: int = Field(40, ge=1)
     # vLLM runs: a second server serving the start weights (the Guide must stay frozen while
     # the policy's server receives every update). None: an in-process hf copy.

@@ -57,6 +57,7 @@ class RZeroConfig(MethodConfig):
     repetition_weight: float = Field(1.0, ge=0.0)   # λ in r_rep = λ |C| / B
     # The fixed Challenger prompt's task (R-Zero's prompt has no anchor; the toy model needs one).
     seed_question: str = IDENTITY_SEED.question
+    # The program of that fixed prompt's task.
     seed_program: str = IDENTITY_SEED.code
 
     @model_validator(mode="after")

@@ -56,11 +56,13 @@ class SGSConfig(MethodConfig):
     # Unsolved targets drawn each iteration: the Conjecturer is conditioned on each and the
     # Solver attempts each (None: every unsolved target).
     targets_per_iteration: int | None = Field(8, ge=1)
+    # Synthetic problems the Conjecturer writes per target.
     proposals_per_target: int = Field(2, ge=1)
     # R_solve is 0 for the synthetic problems in this share of the batch that are easiest.
     easiest_share: float = Field(0.3, ge=0, le=1)
     # What the Conjecturer is asked for, relative to its target.
     direction: Literal["easier", "harder"] = "easier"
+    # The frozen Guide that judges each conjecture's relevance to its target.
     guide: GuideConfig = GuideConfig()
 
     def check(self, run) -> None:

@@ -27,11 +27,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from selfplay_core import rewards
 from selfplay_core import stages as S
 from selfplay_core.datasets import documents as D
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.methods.base import EstimatorName, Method, MethodConfig, Round, register
 from selfplay_core.problems import InputError, Problem, TestCase
 from selfplay_core.records import Anchor, IterationLog, Proposal
@@ -42,17 +43,19 @@ from selfplay_core.methods.scope import Judge, fits
 KIND = "spice"
 
 
-class CorpusConfig(BaseModel):
+class CorpusConfig(FrozenConfig):
     """Where the documents come from. toy: the toy world's primitives library; folder: every
     *.py under `path`; hub: a Hugging Face dataset (`path` = hub id, local folder or data file;
     `column` holds each file's text)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+    # toy: the toy world's primitives; folder: *.py files; hub: a Hugging Face dataset.
     source: Literal["toy", "folder", "hub"] = "toy"
+    # folder: the folder; hub: the hub id, a local folder or a data file.
     path: str | None = None
     name: str | None = None           # hub: the dataset's config name
+    # hub: the dataset split.
     split: str = "train"
+    # hub: the column that holds each file's text.
     column: str = "content"
     max_rows: int | None = Field(None, ge=1)   # hub: read at most this many files
 
@@ -66,28 +69,34 @@ class CorpusConfig(BaseModel):
         return self
 
 
-class RubricConfig(BaseModel):
+class RubricConfig(FrozenConfig):
     """SCOPE: the frozen judge and its open-ended tasks."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     explain_tasks_per_iteration: int = Field(2, ge=0)   # "explain what this function does"
     agreement_samples: int = Field(16, ge=0)   # executor-verified answers the judge also grades
     pass_score: float = Field(0.6, ge=0, le=1)  # a grade >= this (of 1) passes
     judge_model: str | None = None   # None: the run's starting weights, frozen
+    # Longest rubric the judge writes, in tokens.
     max_new_tokens_rubric: int = Field(96, ge=1)
+    # Longest grade the judge writes, in tokens.
     max_new_tokens_grade: int = Field(12, ge=1)
 
 
 class SpiceConfig(MethodConfig):
     name: Literal["spice"] = "spice"
     advantage: EstimatorName = "dr_grpo"
+    # The documents the Challenger grounds its tasks in.
     corpus: CorpusConfig = CorpusConfig()
+    # Documents drawn per iteration.
     documents_per_iteration: int = Field(8, ge=1)
     proposals_per_document: int = Field(2, ge=1)   # > 1: the Challenger's Dr. GRPO group
     prompt: Literal["teacher", "document"] = "teacher"   # roles.spice: the toy model reads the first
+    # The Challenger is rewarded most when the Reasoner's pass-rate variance p(1-p) is this (0.25: p =
+    # 0.5).
     target_variance: float = Field(0.25, ge=0, le=0.25)
+    # Width of the Gaussian reward around target_variance.
     width: float = Field(0.02, gt=0)
+    # Challenger reward for a task that fails validation.
     invalid_penalty: float = -0.1
     rubric: RubricConfig | None = None   # SCOPE's rubric path
 

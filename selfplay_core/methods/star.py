@@ -42,6 +42,8 @@ FIRST, RATIONALIZED = "real", "rationalized"
 class STaRConfig(MethodConfig):
     name: Literal["star"] = "star"
     advantage: EstimatorName = "sft"
+    # What a rationalization retry is shown: expected outputs of visible tests, the reference program
+    # (privileged), or nothing.
     hint: Literal["outputs", "reference", "none"] = "outputs"
     hint_tests: int = Field(2, ge=1)       # visible tests whose expected outputs the hint shows
     keep_per_task: int = Field(1, ge=1)    # passing completions trained on, per task and pass

@@ -6,19 +6,24 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from selfplay_core.frozen import FrozenConfig
 
 
-class LearnerConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class LearnerConfig(FrozenConfig):
+    # AdamW learning rate.
     lr: float = Field(1e-6, gt=0)
+    # AdamW weight decay.
     weight_decay: float = Field(0.0, ge=0)
+    # AdamW betas.
     betas: tuple[float, float] = (0.9, 0.999)
     clip_eps: float = Field(0.2, gt=0)              # PPO ratio clip (AZR: 0.2)
     clip_eps_high: float | None = None              # asymmetric upper clip (DAPO), default = clip_eps
     kl_coef: float = Field(0.0, ge=0)               # 0: no reference model is needed
+    # Weight of an entropy bonus in the loss (0: none).
     entropy_coef: float = Field(0.0, ge=0)
+    # Gradients are clipped to this global norm.
     max_grad_norm: float = Field(1.0, gt=0)
     micro_batch_size: int = Field(8, ge=1)          # rollouts per forward/backward
     # token_mean: every token of the batch weighs the same (DAPO / TRL default);

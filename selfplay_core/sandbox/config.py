@@ -3,15 +3,18 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from selfplay_core.frozen import FrozenConfig
 
 
-class SandboxConfig(BaseModel):
+class SandboxConfig(FrozenConfig):
     """Executor settings. Frozen; unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+    # local: forked workers in namespaces on this machine; docker: the same workers inside a
+    # container.
     backend: Literal["local", "docker"] = "local"
+    # Programs run at once (default: one per CPU).
     workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1, le=510)
     # auto: bubblewrap when it works, else none (with a loud warning).
     isolation: Literal["auto", "bwrap", "none"] = "auto"
@@ -24,6 +27,7 @@ class SandboxConfig(BaseModel):
     uid_base: int | None = Field(default=None, ge=1000)
     memory_limit_mb: int | None = Field(default=None, ge=64,
                                         description="override every problem's memory limit")
+    # A program printing more than this fails (output limit exceeded).
     output_limit_mb: int = Field(default=16, ge=1)
     # Size of each worker's /tmp (scratch dirs and stdin files live in memory): a job's files
     # count against this bound on top of its address-space limit.
@@ -44,9 +48,13 @@ class SandboxConfig(BaseModel):
     gate_bits: int = Field(default=6, ge=1, le=12)
     # Hard cap on one sample's total wall time, whatever its per-test limits add up to.
     max_sample_time_s: float = Field(default=60.0, gt=0)
+    # docker backend: the executor image (make executor-image builds it).
     docker_image: str = "selfplay-executor:latest"
+    # docker backend: the container's memory limit.
     docker_memory_mb: int = Field(default=2048, ge=128)
+    # docker backend: the container's process limit.
     docker_pids_limit: int = Field(default=64, ge=8)
     # Comparison tolerances for stdout tests.
     stdout_abs_tol: float = 1e-6
+    # (absolute, then relative to the expected number: a float matches within either.)
     stdout_rel_tol: float = 1e-6

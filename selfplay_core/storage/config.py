@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.storage.errors import StorageConfigError
 
 MiB = 1024 * 1024
 # Reserved top-level folder of a local store that holds the sha256 sidecars.
 LOCAL_CHECKSUM_DIR = ".selfplay-checksums"
 
-class StorageConfig(BaseModel):
+class StorageConfig(FrozenConfig):
     """Where artifacts go and how hard to try. Frozen; unknown keys are an error."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # A local path, file:///abs/path, or s3://bucket[/prefix].
     uri: str = "out/artifacts"

@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.output_paths import cache_root, check_replaceable_dir
 from selfplay_core.toyworld.corpus import CorpusSettings, build_corpus, teacher_phase_settings
 from selfplay_core.toyworld.model import ModelSettings, build_model, n_parameters
@@ -33,10 +34,8 @@ MICRO_TEST_CONFIG = dict(n_examples=600, tokenizer_sample=600, vocab_size=400, h
 ASSET_DIR = Path(__file__).parent / "assets" / "tiny-s0"
 
 
-class BootstrapConfig(BaseModel):
+class BootstrapConfig(FrozenConfig):
     """Everything that determines the bootstrapped model. Frozen; unknown keys are an error."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     seed: int = 0
     n_examples: int = Field(default=40000, ge=100)

@@ -41,7 +41,9 @@ class ToyWorldConfig(WorldConfig):
     # frontier rule: a goalpost's true one-step easier variant is solved by the starting model
     # with a pass rate in frontier_band (toyworld/frontier.py), i.e. a curriculum can reach it.
     frontier_band: tuple[float, float] = (0.3, 0.7)
+    # frontier rule: samples per true one-step lemma when its pass rate is measured.
     frontier_lemma_samples: int = Field(16, ge=1)
+    # frontier rule: samples per candidate before the costlier lemma check.
     frontier_screen_k: int = Field(32, ge=1)
     # Depth-5 goalpost candidates added to the pool (toyworld.splits; 0: the v2 pool).
     # For a start checkpoint that solves nearly all of the depth-3/4 pool, e.g. one with the

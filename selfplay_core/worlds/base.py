@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from selfplay_core.frozen import FrozenConfig
 from selfplay_core.goalposts import mine_goalposts
 from selfplay_core.problems import Problem
 
@@ -59,18 +60,21 @@ def _titled_by_name(schema: dict, cls) -> None:
         schema["title"] = field.default
 
 
-class WorldConfig(BaseModel):
+class WorldConfig(FrozenConfig):
     """A world's config section, `world:` in a run config; `name` selects the subclass. The keys
     here are every world's: how goalposts are chosen and how the real tasks use them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_titled_by_name)
+    model_config = ConfigDict(json_schema_extra=_titled_by_name)
 
     # The goalpost rules this world can mine by, its default first.
     rules: ClassVar[tuple[str, ...]] = ("unsolved",)
 
+    # The world; picking another shows that world's options.
     name: str
+    # Seeds the world's problem generation and goalpost mining order.
     seed: int = 0
     goalpost_k: int = Field(128, ge=1)       # mined goalposts have pass@k = 0 for the base model
+    # Most goalposts kept (None: every one mining finds).
     max_goalposts: int | None = Field(40, ge=1)
     # A goalpost-set JSON written by mining (run_dir/goalposts.json): use it instead of mining.
     goalposts: str | None = None

@@ -40,6 +40,7 @@ class LCBWorldConfig(WorldConfig):
     # public-tests file of a local mirror, $SELFPLAY_DATA/livecodebench); with `lcb_release`
     # and no `data`, that release from the Hugging Face hub (private tests included).
     data: str | None = None
+    # A LiveCodeBench release on the hub (e.g. release_v5), used when `data` is not set.
     lcb_release: str | None = None
     eval_sets: tuple[str, ...] = ("lcb",)    # lcb, humanevalplus (humaneval+), mbppplus (mbpp+)
     prompt_template: str | None = None       # plain | instruct | FILE (default per set)
