@@ -11,9 +11,9 @@ Guarantees, and why:
   Objects without a recorded checksum are refused unless the caller passes ``verify=False``
   (e.g. to read an MLflow artifact), because an overwrite by another tool drops the metadata.
 * **Retries.** botocore retries each request (``standard`` mode: throttling, 5xx, connection
-  errors, exponential backoff with jitter); on top, every store operation is retried a bounded
-  number of times, because a multipart upload whose part exhausted botocore's retries fails as a
-  whole and is cheap to restart compared with losing a checkpoint.
+  errors, exponential backoff with jitter), and only botocore: an upload that still fails goes
+  to the spool (a multipart upload whose part ran out of retries restarts whole from there), a
+  read raises. Each retry is counted and logged from botocore's own ``needs-retry`` event.
 * **Spool.** When the endpoint stays unavailable after the retries, an upload is copied into a
   local spool directory (atomically, fsynced) and :meth:`ArtifactStore.flush` delivers it later;
   every ``put`` first tries to flush, and queues behind older spooled uploads so that a stale

@@ -32,10 +32,11 @@ class StorageConfig(FrozenConfig):
     multipart_threshold: int = Field(default=64 * MiB, ge=5 * MiB)
     multipart_chunksize: int = Field(default=16 * MiB, ge=5 * MiB)  # S3's minimum part size
     max_concurrency: int = Field(default=4, ge=1, le=64)
-    max_attempts: int = Field(default=5, ge=1, le=20, description="botocore attempts per request")
-    op_attempts: int = Field(default=3, ge=1, le=20, description="store-level attempts per operation")
-    backoff_base_s: float = Field(default=1.0, ge=0)
-    backoff_max_s: float = Field(default=30.0, ge=0)
+    # Attempts per request, the first included: botocore's standard retry mode repeats
+    # throttling, 5xx and connection failures with exponential backoff and jitter. What still
+    # fails is a write's cue to spool (a multipart upload whose part ran out restarts from the
+    # spool) and a read's one clear error.
+    max_attempts: int = Field(default=5, ge=1, le=20)
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=60.0, gt=0)
     spool: bool = True

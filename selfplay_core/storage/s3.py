@@ -1,4 +1,4 @@
-"""A store on any S3-compatible endpoint (boto3): retries, spool, checksums in metadata."""
+"""A store on any S3-compatible endpoint (boto3): botocore's retries, spool, checksums in metadata."""
 
 from __future__ import annotations
 
@@ -6,11 +6,10 @@ import hashlib
 import io
 import logging
 import os
-import random
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator
 
 from selfplay_core.storage.base import ArtifactStore, FlushReport, Stored
 from selfplay_core.storage.config import StorageConfig, check_key, join, parse_uri
@@ -24,7 +23,6 @@ from selfplay_core.storage.spool import Spool, SpoolEntry, default_spool_root
 log = logging.getLogger("selfplay.storage")
 
 CHECKSUM_META = "sha256"  # S3 user metadata key (sent as x-amz-meta-sha256)
-_T = TypeVar("_T")
 
 _THROTTLE_CODES = {
     "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
@@ -101,7 +99,9 @@ class S3Store(ArtifactStore):
             read_timeout=self.config.read_timeout_s,
             s3={"addressing_style": style},
         )
-        return boto3.session.Session().client("s3", endpoint_url=self.endpoint_url, config=bconf)
+        client = boto3.session.Session().client("s3", endpoint_url=self.endpoint_url, config=bconf)
+        client.meta.events.register("needs-retry.s3", self._note_retry)
+        return client
 
     def _transfer_config(self):
         from boto3.s3.transfer import TransferConfig
@@ -120,22 +120,27 @@ class S3Store(ArtifactStore):
 
     # Error handling ----------------------------------------------------------------------
 
-    def _retrying(self, what: str, fn: Callable[[], _T]) -> _T:
-        """Run fn, retrying transient failures with capped exponential backoff and jitter."""
-        c = self.config
-        for attempt in range(1, c.op_attempts + 1):
-            try:
-                return fn()
-            except Exception as e:  # noqa: BLE001 - classified below
-                if not is_transient(e) or attempt == c.op_attempts:
-                    raise
-                delay = min(c.backoff_max_s, c.backoff_base_s * 2 ** (attempt - 1))
-                delay *= random.uniform(0.5, 1.0)
-                self.stats["retries"] += 1
-                log.warning("storage: %s failed (%s); retry %d/%d in %.1fs", what,
-                            _one_line(e), attempt, c.op_attempts - 1, delay)
-                time.sleep(delay)
-        raise AssertionError("unreachable")
+    def _note_retry(self, attempts: int = 0, response=None, caught_exception=None, operation=None,
+                    **_) -> None:
+        """botocore's `needs-retry` event, seen after every attempt: count and log the attempts
+        its standard retry mode will repeat (it alone retries; this never changes its decision)."""
+        if caught_exception is not None:
+            transient = is_transient(caught_exception)
+            why = _one_line(caught_exception)
+        elif response is not None:
+            http, parsed = response
+            code = str((parsed or {}).get("Error", {}).get("Code", ""))
+            status = getattr(http, "status_code", 0) or 0
+            transient = (code in _THROTTLE_CODES or code in _TRANSIENT_CODES or status >= 500
+                         or status == 429)
+            why = f"HTTP {status} {code}".strip()
+        else:
+            return
+        if transient and attempts < self.config.max_attempts:
+            self.stats["retries"] += 1
+            name = getattr(operation, "name", "request")
+            log.warning("storage: %s on %s failed (%s); retry %d/%d", name, self.uri, why, attempts,
+                        self.config.max_attempts - 1)
 
     def _translate(self, exc: BaseException, key: str | None) -> StorageError:
         """Turn a boto error into a one-line StorageError naming what failed."""
@@ -182,7 +187,7 @@ class S3Store(ArtifactStore):
     def check(self) -> None:
         """Fail fast at start-up: the bucket exists and the credentials may use it."""
         try:
-            self._retrying(f"check {self.uri}", lambda: self.client.head_bucket(Bucket=self.bucket))
+            self.client.head_bucket(Bucket=self.bucket)
         except Exception as e:  # noqa: BLE001
             raise self._translate(e, None) from e
 
@@ -190,9 +195,9 @@ class S3Store(ArtifactStore):
 
     def _upload_file(self, path: Path, key: str, sha: str) -> None:
         s3key = self._s3key(key)
-        self._retrying(f"upload {self.uri_for(key)}", lambda: self.client.upload_file(
+        self.client.upload_file(
             str(path), self.bucket, s3key, ExtraArgs={"Metadata": {CHECKSUM_META: sha}},
-            Config=self._transfer_config()))
+            Config=self._transfer_config())
 
     def _put(self, key: str, size: int, sha: str, upload: Callable[[], None],
              to_spool: Callable[[Path], tuple[str, int]]) -> Stored:
@@ -236,9 +241,9 @@ class S3Store(ArtifactStore):
         s3key = self._s3key(key)
 
         def upload() -> None:
-            self._retrying(f"upload {self.uri_for(key)}", lambda: self.client.upload_fileobj(
+            self.client.upload_fileobj(
                 io.BytesIO(data), self.bucket, s3key, ExtraArgs={"Metadata": {CHECKSUM_META: sha}},
-                Config=self._transfer_config()))
+                Config=self._transfer_config())
 
         def to_spool(dst: Path) -> tuple[str, int]:
             dst.write_bytes(data)
@@ -310,10 +315,8 @@ class S3Store(ArtifactStore):
         s3key = self._s3key(key)
         with atomic_path(dest) as tmp:
             try:
-                meta = self._retrying(f"head {self.uri_for(key)}", lambda: self.client.head_object(
-                    Bucket=self.bucket, Key=s3key))["Metadata"]
-                self._retrying(f"download {self.uri_for(key)}", lambda: self.client.download_file(
-                    self.bucket, s3key, str(tmp), Config=self._transfer_config()))
+                meta = self.client.head_object(Bucket=self.bucket, Key=s3key)["Metadata"]
+                self.client.download_file(self.bucket, s3key, str(tmp), Config=self._transfer_config())
             except Exception as e:  # noqa: BLE001
                 raise self._translate(e, key) from e
             self._check_sum(key, sha256_file(tmp), meta, verify)
@@ -332,7 +335,7 @@ class S3Store(ArtifactStore):
             return r["Body"].read(), r.get("Metadata", {})
 
         try:
-            data, meta = self._retrying(f"download {self.uri_for(key)}", fetch)
+            data, meta = fetch()
         except Exception as e:  # noqa: BLE001
             raise self._translate(e, key) from e
         self._check_sum(key, hashlib.sha256(data).hexdigest(), meta, verify)
@@ -343,8 +346,7 @@ class S3Store(ArtifactStore):
             return True
         s3key = self._s3key(key)
         try:
-            self._retrying(f"head {self.uri_for(key)}",
-                           lambda: self.client.head_object(Bucket=self.bucket, Key=s3key))
+            self.client.head_object(Bucket=self.bucket, Key=s3key)
             return True
         except Exception as e:  # noqa: BLE001
             err = self._translate(e, key)
@@ -364,7 +366,7 @@ class S3Store(ArtifactStore):
             return keys
 
         try:
-            keys = set(self._retrying(f"list {self.uri}/{prefix}", fetch))
+            keys = set(fetch())
         except Exception as e:  # noqa: BLE001
             raise self._translate(e, None) from e
         if self.spool is not None:
@@ -379,8 +381,7 @@ class S3Store(ArtifactStore):
                     if entry.key == key:
                         self.spool.remove(entry)
         try:
-            self._retrying(f"delete {self.uri_for(key)}",
-                           lambda: self.client.delete_object(Bucket=self.bucket, Key=s3key))
+            (self.client.delete_object(Bucket=self.bucket, Key=s3key))
         except Exception as e:  # noqa: BLE001
             err = self._translate(e, key)
             if not isinstance(err, ObjectNotFound):

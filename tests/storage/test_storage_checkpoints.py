@@ -35,8 +35,7 @@ def test_checkpoint_store_outage_delays_but_never_loses_a_checkpoint(fault_proxy
     uri = f"s3://{bucket}/runs"
     cfg = load_config(None, [f"out_dir={tmp_path}", f"tracking.checkpoint_store={uri}"])
     # The run's store comes from the config and the environment; quick retries for the test.
-    fast = open_store(StorageConfig.from_env(uri=uri, max_attempts=2, op_attempts=2, backoff_base_s=0.05,
-                                             backoff_max_s=0.1, connect_timeout_s=2, read_timeout_s=5))
+    fast = open_store(StorageConfig.from_env(uri=uri, max_attempts=2, connect_timeout_s=2, read_timeout_s=5))
     assert C.open_checkpoint_store(cfg).uri == fast.uri
 
     run_dir = tmp_path / "r"

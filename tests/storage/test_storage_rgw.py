@@ -18,8 +18,7 @@ MIB = 1024 * 1024
 
 def s3_store(rgw, uri, tmp_path, **kw):
     cfg = dict(endpoint_url=rgw.endpoint, spool_dir=str(tmp_path / "spool"),
-               multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB, max_attempts=2,
-               op_attempts=2, backoff_base_s=0.1)
+               multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB, max_attempts=2)
     cfg.update(kw)
     return open_store(StorageConfig(uri=uri, **cfg))
 
