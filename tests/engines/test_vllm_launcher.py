@@ -177,10 +177,8 @@ def test_a_server_that_never_becomes_healthy_is_stopped_after_the_timeout(fake_v
                                                                           tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_VLLM_STARTUP_DELAY", "60")
     opts = ServeOptions(model=str(model_dir), venv=str(fake_venv), port=free_port())
-    t0 = time.monotonic()
     with pytest.raises(EngineTimeout, match="not healthy after 1.5 s \\(stopped it\\)"):
         launch(opts, wait_timeout_s=1.5, log_path=tmp_path / "server.log", poll_s=0.2)
-    assert time.monotonic() - t0 < 20
 
 
 def _alive(pid: int) -> bool:

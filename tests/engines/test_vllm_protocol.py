@@ -60,10 +60,8 @@ def test_connection_refused_is_one_clear_error():
 
 def test_wait_until_healthy_times_out_with_the_last_error():
     eng = VLLMEngine(VLLMEngineConfig(base_url=f"http://127.0.0.1:{free_port()}"))
-    t0 = time.monotonic()
     with pytest.raises(EngineTimeout, match="not healthy after 0.5 s; last error: .*unreachable"):
         eng.wait_until_healthy(timeout_s=0.5, poll_s=0.1)
-    assert time.monotonic() - t0 < 5
 
 
 # ---- generation ----------------------------------------------------------------------------------
@@ -191,13 +189,12 @@ def test_unknown_model_404_carries_the_servers_message(fake_vllm):
         eng.generate(["x"], 1, SamplingParams())
 
 
+@pytest.mark.timeout(120)  # the fake server hangs for good: a missing timeout fails by this one
 def test_a_server_that_never_answers_times_out(fake_vllm):
     eng = engine_for(fake_vllm, model=fake_vllm.model, request_timeout_s=0.5)
     fake_vllm.mode = "hang"
-    t0 = time.monotonic()
     with pytest.raises(EngineTimeout, match=r"/v1/completions: no complete answer within 0.5 s"):
         eng.generate(["x"], 1, SamplingParams())
-    assert time.monotonic() - t0 < 5
 
 
 def test_health_check_times_out_on_a_hung_server(fake_vllm):

@@ -117,10 +117,8 @@ def test_timings_are_reported(ex):
 def test_per_test_time_limit_even_when_the_child_blocks_alarms(ex):
     code = ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
             "def f(x):\n    while True:\n        pass\n")
-    t0 = time.monotonic()
     v = verdict_of(ex, call_problem(time_limit_s=0.5), code)
-    assert v.verdict is Verdict.timeout
-    assert time.monotonic() - t0 < 5.0
+    assert v.verdict is Verdict.timeout and v.tests[0].verdict is Verdict.timeout
 
 
 def test_whole_sample_deadline_caps_many_slow_tests():
@@ -128,10 +126,12 @@ def test_whole_sample_deadline_caps_many_slow_tests():
     p = call_problem(tests=[(i, 2 * i) for i in range(20)], time_limit_s=1.0)
     code = "import time\ndef f(x):\n    time.sleep(0.3)\n    return 2 * x\n"
     with Executor(cfg) as ex:
-        t0 = time.monotonic()
         v = verdict_of(ex, p, code)
+    # 20 tests of 0.3 s each need 6 s: the 1.5 s cap ends the sample with most of them unrun,
+    # the test it interrupted a timeout (each test alone is well inside its own 1 s limit).
     assert v.verdict is Verdict.timeout
-    assert time.monotonic() - t0 < 6.0
+    assert len(v.tests) < 20 and v.tests[-1].verdict is Verdict.timeout
+    assert all(t.verdict is Verdict.passed for t in v.tests[:-1])
 
 
 def test_run_returns_raw_outputs(ex):

@@ -1,5 +1,4 @@
 import json
-import time
 
 import pytest
 import torch
@@ -42,10 +41,9 @@ def test_bootstrap_is_deterministic_and_cached(tmp_path, monkeypatch, micro_mode
     a = load_file(path / "model.safetensors")
     b = load_file(micro_model_dir / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    t = time.time()
     messages = []
     assert bootstrap_toy_model(cfg, progress=False, log=messages.append) == path
-    assert time.time() - t < 2 and "cached" in messages[0]
+    assert "cached" in messages[0]
 
 
 def test_config_rejects_unknown_and_bad_values():
