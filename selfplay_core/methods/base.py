@@ -52,23 +52,17 @@ from pydantic import ConfigDict
 from selfplay_core import stages as S
 from selfplay_core.frozen import FrozenConfig
 from selfplay_core.records import IterationLog, Proposal
+from selfplay_core.registry import Registry, titled_by_name
 from selfplay_core.rl.advantages import ESTIMATORS
 from selfplay_core.rl.rollout import Rollout
 
 EstimatorName = Literal[tuple(ESTIMATORS)]  # type: ignore[valid-type]
 
 
-def _titled_by_name(schema: dict, cls) -> None:
-    """A form (the Prefect UI's run form) labels each method by its name, not its class."""
-    field = cls.model_fields.get("name")
-    if field is not None and isinstance(field.default, str):
-        schema["title"] = field.default
-
-
 class MethodConfig(FrozenConfig):
     """A method's own config section, `method:` in a run config; `name` selects the subclass."""
 
-    model_config = ConfigDict(json_schema_extra=_titled_by_name)
+    model_config = ConfigDict(json_schema_extra=titled_by_name)
 
     # The method; picking another shows that method's options.
     name: str
@@ -186,32 +180,11 @@ class Method:
 
 # ---- the registry -----------------------------------------------------------------------------
 
-_REGISTRY: dict[str, type[Method]] = {}
-
-
-def register(cls: type[Method]) -> type[Method]:
-    """Class decorator: make a Method available under its config's `name`."""
-    field = cls.Config.model_fields.get("name")
-    name = field.default if field is not None else None
-    if not isinstance(name, str) or cls.Config is MethodConfig:
-        raise TypeError(f"{cls.__name__}.Config must be a MethodConfig subclass with "
-                        "`name: Literal[...] = ...`")
-    if name in _REGISTRY and _REGISTRY[name] is not cls:
-        raise ValueError(f"method {name!r} is registered twice ({_REGISTRY[name].__name__}, {cls.__name__})")
-    cls.name = name
-    _REGISTRY[name] = cls
-    return cls
-
-
-def registered() -> dict[str, type[Method]]:
-    """{name: Method class}, in registration order."""
-    return dict(_REGISTRY)
+_METHODS: Registry[type[Method]] = Registry("method", MethodConfig)
+register = _METHODS.register      # class decorator: a Method under its config's `name`
+registered = _METHODS.all         # {name: Method class}, in registration order
 
 
 def method_for(config: MethodConfig) -> Method:
     """The method a run config's `method:` section selects."""
-    try:
-        cls = _REGISTRY[config.name]
-    except KeyError:
-        raise ValueError(f"unknown method {config.name!r}; one of {sorted(_REGISTRY)}") from None
-    return cls(config)
+    return _METHODS.get(config.name)(config)

@@ -45,6 +45,7 @@ from pydantic import ConfigDict, Field, model_validator
 from selfplay_core.frozen import FrozenConfig
 from selfplay_core.goalposts import mine_goalposts
 from selfplay_core.problems import Problem
+from selfplay_core.registry import Registry, titled_by_name
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +54,11 @@ log = logging.getLogger(__name__)
 Fits = Callable[[Problem, str], bool]
 
 
-def _titled_by_name(schema: dict, cls) -> None:
-    """A form (the Prefect UI's run form) labels each world by its name, not its class."""
-    field = cls.model_fields.get("name")
-    if field is not None and isinstance(field.default, str):
-        schema["title"] = field.default
-
-
 class WorldConfig(FrozenConfig):
     """A world's config section, `world:` in a run config; `name` selects the subclass. The keys
     here are every world's: how goalposts are chosen and how the real tasks use them."""
 
-    model_config = ConfigDict(json_schema_extra=_titled_by_name)
+    model_config = ConfigDict(json_schema_extra=titled_by_name)
 
     # The goalpost rules this world can mine by, its default first.
     rules: ClassVar[tuple[str, ...]] = ("unsolved",)
@@ -181,33 +175,10 @@ class World:
 
 # ---- the registry -----------------------------------------------------------------------------
 
-_REGISTRY: dict[str, type[World]] = {}
-
-
-def register(cls: type[World]) -> type[World]:
-    """Class decorator: make a World available under its config's `name`."""
-    field = cls.Config.model_fields.get("name")
-    name = field.default if field is not None else None
-    if not isinstance(name, str) or cls.Config is WorldConfig:
-        raise TypeError(f"{cls.__name__}.Config must be a WorldConfig subclass with "
-                        "`name: Literal[...] = ...`")
-    if name in _REGISTRY and _REGISTRY[name] is not cls:
-        raise ValueError(f"world {name!r} is registered twice ({_REGISTRY[name].__name__}, {cls.__name__})")
-    cls.name = name
-    _REGISTRY[name] = cls
-    return cls
-
-
-def registered() -> dict[str, type[World]]:
-    """{name: World class}, in registration order."""
-    return dict(_REGISTRY)
-
-
-def world_class(name: str) -> type[World]:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown world {name!r}; one of {sorted(_REGISTRY)}") from None
+_WORLDS: Registry[type[World]] = Registry("world", WorldConfig)
+register = _WORLDS.register       # class decorator: a World under its config's `name`
+registered = _WORLDS.all          # {name: World class}, in registration order
+world_class = _WORLDS.get
 
 
 def build_world(cfg, executor=None, fits: Fits | None = None) -> World:
