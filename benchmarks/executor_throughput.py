@@ -69,16 +69,20 @@ def same(out, exp, p, args) -> bool:
     return call_matches(out, exp, atol=p.atol, oracle=p.oracle, args=args)
 
 
-# The per-process child: decode inputs/expected, run, compare with the same rules, print 0/1.
-# It loads only the codec and the comparison rules (empty package stubs keep the sandbox
-# package's __init__, and its pydantic import, out: an evalplus-style harness has neither).
-CHILD = r"""
-import json, os, sys, types
+# Both children below load only the codec and the comparison rules: empty package stubs keep
+# the sandbox package's __init__, and its pydantic import, out (an evalplus-style harness has
+# neither).
+CHILD_PREAMBLE = r"""
+import io, json, os, sys, types
 sys.set_int_max_str_digits(0)
 for name in ("selfplay_core", "selfplay_core.sandbox"):
     mod = types.ModuleType(name)
     mod.__path__ = [os.path.join(sys.argv[1], *name.split("."))]
     sys.modules[name] = mod
+"""
+
+# The per-process child: decode inputs/expected, run, compare with the same rules, print 0/1.
+CHILD = CHILD_PREAMBLE + r"""
 from selfplay_core.values import Digest, _digest, from_json_obj
 from selfplay_core.sandbox.compare import call_matches
 job = json.loads(sys.stdin.read())
@@ -128,13 +132,7 @@ def per_process(items, workers):
 
 
 # The per-sample child for stdin samples: every test of the sample in this one process.
-SAMPLE_CHILD = r"""
-import io, json, os, sys, types
-sys.set_int_max_str_digits(0)
-for name in ("selfplay_core", "selfplay_core.sandbox"):
-    mod = types.ModuleType(name)
-    mod.__path__ = [os.path.join(sys.argv[1], *name.split("."))]
-    sys.modules[name] = mod
+SAMPLE_CHILD = CHILD_PREAMBLE + r"""
 from selfplay_core.sandbox.compare import stdout_matches
 job = json.loads(sys.stdin.read())
 code = compile(job["code"], "solution.py", "exec")
