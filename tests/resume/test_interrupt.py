@@ -15,43 +15,22 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.support.cli_runs import ROOT, cli, cli_env, run_to_end, tiny_config
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 ITERATIONS = 2
-
-
-def tiny_config(path: Path, model_dir: Path) -> Path:
-    cfg = {"iterations": ITERATIONS, "model": {"path": str(model_dir)},
-           "method": {"name": "gasp", "goalposts_per_iteration": 3, "proposals_per_anchor": 2},
-           "student": {"samples_per_task": 4, "batch_size": 32},
-           "eval": {"n": 2, "ks": [1, 2], "max_problems": 8, "goalpost_every": 1, "goalpost_k": 2,
-                    "verdict": False},
-           "world": {"goalpost_k": 4, "max_goalposts": 6},
-           "engine": {"max_new_tokens_teacher": 192, "max_new_tokens_student": 48},
-           "learner": {"lr": 1e-3}, "sandbox": {"workers": 2}, "tracking": {"run_name": "it"}}
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "selfplay_cli.main", "run", *args]
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT)
-    e["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
-    e.pop("PREFECT_API_URL", None)  # the CLI's temporary server, whose Ctrl-C this test sends
-    return e
+    # The CLI's temporary server, whose Ctrl-C this test sends.
+    return cli_env(tmp_path_factory.mktemp("prefect-home"), temporary_server=True)
 
 
 def stop_when(args: list[str], env: dict, log: Path, ready, sig: int, group: bool) -> int:
@@ -104,13 +83,12 @@ def test_sigint_and_sigterm_stop_cleanly_and_the_resumed_run_equals_an_uninterru
 
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
-    config = tiny_config(tmp_path / "tiny.yaml", ASSET_DIR)
+    config = tiny_config(tmp_path / "tiny.yaml", ASSET_DIR, iterations=ITERATIONS, run_name="it",
+                         verdict=False)
     ref_out, out = tmp_path / "ref", tmp_path / "stopped"
     run_dir = (out / "it").resolve()
-    with open(tmp_path / "ref.log", "w") as f:
-        r = subprocess.run(cli("--config", str(config), "--set", f"out_dir={ref_out}", "--no-prefect"),
-                           stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=600)
-    assert r.returncode == 0, (tmp_path / "ref.log").read_text()[-3000:]
+    run_to_end(cli("--config", str(config), "--set", f"out_dir={ref_out}", "--no-prefect"), env,
+               tmp_path / "ref.log")
 
     # Ctrl-C during iteration 1 (after its first stage started).
     rc = stop_when(cli("--config", str(config), "--set", f"out_dir={out}"), env, tmp_path / "int.log",
@@ -122,10 +100,7 @@ def test_sigint_and_sigterm_stop_cleanly_and_the_resumed_run_equals_an_uninterru
                    after("iteration 1:", "Task run 'propose_lemma"), signal.SIGTERM, group=False)
     assert_stopped_cleanly(rc, signal.SIGTERM, tmp_path / "term.log", run_dir, out, iteration=1)
 
-    with open(tmp_path / "resume.log", "w") as f:
-        r = subprocess.run(cli("--resume", str(run_dir)), stdout=f, stderr=subprocess.STDOUT, env=env,
-                           cwd=ROOT, timeout=600)
-    assert r.returncode == 0, (tmp_path / "resume.log").read_text()[-3000:]
+    run_to_end(cli("--resume", str(run_dir)), env, tmp_path / "resume.log")
 
     ref = json.loads((ref_out / "it" / "state.json").read_text())
     res = json.loads((run_dir / "state.json").read_text())

@@ -15,49 +15,22 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
+
+from tests.support.cli_runs import ROOT, cli, cli_env, run_to_end, tiny_config
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 ITERATIONS = 3
-
-
-def tiny_config(path: Path, model_dir: Path) -> Path:
-    cfg = {"iterations": ITERATIONS, "model": {"path": str(model_dir)},
-           "method": {"name": "gasp", "goalposts_per_iteration": 3, "proposals_per_anchor": 2},
-           "student": {"samples_per_task": 4, "batch_size": 32},
-           "eval": {"n": 2, "ks": [1, 2], "max_problems": 8, "goalpost_every": 1, "goalpost_k": 2,
-                    "verdict_n": None},
-           "world": {"goalpost_k": 4, "max_goalposts": 6},
-           "engine": {"max_new_tokens_teacher": 192, "max_new_tokens_student": 48},
-           "learner": {"lr": 1e-3}, "sandbox": {"workers": 2}, "tracking": {"run_name": "kt"}}
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "selfplay_cli.main", "run", *args]
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT)
-    e["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
-    return e
-
-
-def run_to_end(args: list[str], env: dict, log: Path) -> None:
-    with open(log, "w") as f:
-        r = subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=600)
-    assert r.returncode == 0, log.read_text()[-3000:]
+    return cli_env(tmp_path_factory.mktemp("prefect-home"))
 
 
 def run_and_kill_mid_iteration_2(args: list[str], env: dict, log: Path, state: Path) -> None:
@@ -101,7 +74,8 @@ def test_sigkill_mid_iteration_then_resume_equals_an_uninterrupted_run(tmp_path,
 
     from selfplay_core.toyworld.bootstrap import ASSET_DIR
 
-    config = tiny_config(tmp_path / "tiny.yaml", ASSET_DIR)
+    config = tiny_config(tmp_path / "tiny.yaml", ASSET_DIR, iterations=ITERATIONS, run_name="kt",
+                         verdict_n=None)
     ref_out, kill_out = tmp_path / "ref", tmp_path / "kill"
     t0 = time.monotonic()
     run_to_end(cli("--config", str(config), "--set", f"out_dir={ref_out}", "--no-prefect"), env,
