@@ -47,6 +47,11 @@ def privileged(method_config) -> bool:
     return bool(getattr(method_config, "privileged_sighted_teacher", False))
 
 
+def privileged_tags(method_config) -> dict[str, str]:
+    """The MLflow tags that mark a run of the privileged ablation (none for any other run)."""
+    return {"privileged": "true"} if privileged(method_config) else {}
+
+
 def require_privileged(method_config, what: str) -> None:
     """Raise the one config error for a judge that reads a goalpost's reference program in a
     run that is not the privileged ablation. `what`: the config key of that judge."""

@@ -33,6 +33,7 @@ state, so a resumed run keeps it.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import time
@@ -212,9 +213,9 @@ class CompassPlay(Method):
         return prob.id in self._goalpost_ids and not self.config.privileged_sighted_teacher
 
     def anchor(self, prob: Problem) -> Anchor:
-        if self.blind(prob):
-            return goalpost_view(prob)
         gid = prob.id if self.config.reference == "goalposts" else None
+        if self.blind(prob):
+            return dataclasses.replace(goalpost_view(prob), goalpost_id=gid)
         return Anchor(prob.id, prob.prompt or "", prob.metadata.get("reference", ""), goalpost_id=gid)
 
     def student_batch(self, ctx, proposals, log, call):

@@ -179,6 +179,17 @@ def test_a_judge_that_reads_the_reference_needs_the_privileged_flag():
         assert load_config(None, [SIGHTED, judge]).method.privileged_sighted_teacher
 
 
+def test_a_privileged_run_is_tagged_and_says_so_in_its_summary():
+    from selfplay_cli.run import PRIVILEGED_NOTE
+    from selfplay_core.goalpost_view import privileged_tags
+
+    assert privileged_tags(load_config(None).method) == {}
+    assert privileged_tags(load_config("configs/gasp-sighted-tiny-cpu.yaml").method) == {"privileged": "true"}
+    assert privileged_tags(load_config("configs/sgs-tiny-cpu.yaml", [SIGHTED]).method) == {"privileged": "true"}
+    assert privileged_tags(load_config("configs/rlvr-tiny-cpu.yaml").method) == {}   # no teacher at all
+    assert "privileged=true" in PRIVILEGED_NOTE and "reference program" in PRIVILEGED_NOTE
+
+
 # ---- the real-data world's prompt form -------------------------------------------------------
 
 @pytest.fixture(scope="module")
