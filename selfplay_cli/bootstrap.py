@@ -8,7 +8,11 @@ def register(sub) -> None:
                        description="Pretrain the tiny Qwen2-class model of the toy world on student, "
                        "teacher and Guide examples. The result is cached under $SELFPLAY_CACHE "
                        "(default ~/.cache/selfplay); a second run with the same settings returns at once.")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--config", default=None, metavar="RECIPE",
+                   help="a bootstrap recipe (configs/toy/*.yaml): the model's settings and whether to "
+                   "mine its goalposts, built end to end with deterministic kernels; bootstrap.json "
+                   "records the recipe's and the weights' sha256. Not with the flags that set the model")
+    p.add_argument("--seed", type=int, default=None, help="(default 0)")
     p.add_argument("--examples", type=int, default=None, help="corpus size (default 40000)")
     p.add_argument("--epochs", type=float, default=None)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
@@ -25,13 +29,36 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+# The flags a recipe (--config) sets instead, by their argparse names.
+MODEL_FLAGS = ("seed", "examples", "epochs", "threads", "teacher_steps", "goalposts")
+
+
+def _recipe(args):
+    """(BootstrapConfig, mine goalposts?, extra bootstrap.json keys) from --config or the flags."""
+    from selfplay_cli._common import CLIError
+
+    if args.config is None:
+        return _config(args), args.goalposts, None
+    given = [f"--{f.replace('_', '-')}" for f in MODEL_FLAGS if getattr(args, f) not in (None, False)]
+    if given:
+        raise CLIError(f"--config {args.config} sets the model and its goalposts; drop "
+                       f"{', '.join(given)} (or change the recipe)")
+    from selfplay_core.toyworld.bootstrap import load_recipe
+
+    try:
+        recipe, meta = load_recipe(args.config)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    return recipe.model, recipe.goalposts, meta
+
+
 def _config(args):
     from pydantic import ValidationError
 
     from selfplay_cli._common import CLIError
     from selfplay_core.toyworld.bootstrap import BootstrapConfig
 
-    overrides = {"seed": args.seed}
+    overrides = {"seed": 0 if args.seed is None else args.seed}
     for key, value in (("n_examples", args.examples), ("epochs", args.epochs), ("threads", args.threads),
                        ("teacher_steps", args.teacher_steps)):
         if value is not None:
@@ -47,7 +74,7 @@ def _config(args):
 
 
 def run(args) -> int:
-    config = _config(args)
+    config, goalposts, meta = _recipe(args)
     if args.out:  # before Prefect starts (the core function checks again, for other callers)
         from selfplay_core.toyworld.bootstrap import check_target
 
@@ -55,7 +82,7 @@ def run(args) -> int:
     if args.no_prefect:
         from selfplay_core.toyworld.bootstrap import bootstrap_toy_model
 
-        path = bootstrap_toy_model(config, out_dir=args.out, force=args.force)
+        path = bootstrap_toy_model(config, out_dir=args.out, force=args.force, extra_meta=meta)
     else:
         import os
 
@@ -66,8 +93,8 @@ def run(args) -> int:
             os.environ.setdefault(key, value)
         from flows.bootstrap_toy_model import bootstrap_toy_model
 
-        path = bootstrap_toy_model(config=config, force=args.force, out_dir=args.out)
-    if args.goalposts:
+        path = bootstrap_toy_model(config=config, force=args.force, out_dir=args.out, extra_meta=meta)
+    if goalposts:
         import logging
         import sys
 

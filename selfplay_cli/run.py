@@ -271,10 +271,17 @@ def _quiet_prefect_at_exit() -> None:
     atexit.register(lambda: logging.getLogger("prefect").setLevel(logging.WARNING))
 
 
+# The run summary's line for the sighted ablation (selfplay_core/goalpost_view.py).
+PRIVILEGED_NOTE = ("privileged=true: the teacher was shown each goalpost's reference program "
+                   "(method.privileged_sighted_teacher), which a real goalpost does not have; "
+                   "not the paper's setting, an ablation")
+
+
 def _print_summary(result: dict, cfg) -> None:
     import json
     from pathlib import Path
 
+    from selfplay_core.goalpost_view import privileged
     from selfplay_core.tracking.run_summary import describe_run, metrics_table, table_columns, table_legend
 
     state = json.loads((Path(result["run_dir"]) / "state.json").read_text())
@@ -291,6 +298,8 @@ def _print_summary(result: dict, cfg) -> None:
     for line in describe_run(hist, samples_per_eval=samples, method=cfg.method.name,
                              verdict=verdict, in_loop=in_loop):
         print(line)
+    if privileged(cfg.method):
+        print(PRIVILEGED_NOTE)
     print()
     uri = result["tracking_uri"]
     print(f"MLflow run {result['run_id']} in {uri}")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from selfplay_core.buffers import BufferItem, TaskBuffer
+from selfplay_core.goalpost_view import goalpost_anchors, privileged
 from selfplay_core.overlap import BackgroundUpdate
 from selfplay_core.problems import Problem
 from selfplay_core.records import Anchor
@@ -116,9 +117,12 @@ class RunContext:
         pool = list(getattr(self.world, "goalpost_pool", None) or [])
         return {g.id: g for g in pool + list(self.goalposts)}
 
-    def goalpost_anchors(self, k: int) -> list[Anchor]:
-        gps = self.rng.sample(self.goalposts, min(k, len(self.goalposts)))
-        return [Anchor(g.id, g.prompt or "", g.metadata.get("reference", ""), goalpost_id=g.id) for g in gps]
+    def goalpost_anchors(self, k: int, goalposts: list[Problem] | None = None) -> list[Anchor]:
+        """k goalposts drawn at random (from `goalposts`, else the run's set), as a method may
+        see them: question only, unless the run is the privileged sighted ablation."""
+        pool = self.goalposts if goalposts is None else goalposts
+        gps = self.rng.sample(pool, min(k, len(pool)))
+        return goalpost_anchors(gps, privileged(self.config.method))
 
     def buffer_anchors(self, k: int, kinds: tuple[str, ...] | None = None) -> list[Anchor]:
         items = [b for b in self.buffers if kinds is None or b.kind in kinds]

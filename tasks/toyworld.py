@@ -8,8 +8,10 @@ from selfplay_core.toyworld import bootstrap as core
 
 
 @task(name="train-toy-model", retries=0)
-def train_toy_model(config: core.BootstrapConfig, force: bool = False, out_dir: str | None = None) -> str:
+def train_toy_model(config: core.BootstrapConfig, force: bool = False, out_dir: str | None = None,
+                    extra_meta: dict | None = None) -> str:
     from prefect.logging import get_run_logger
 
     logger = get_run_logger()
-    return str(core.bootstrap_toy_model(config, out_dir=out_dir, force=force, log=logger.info))
+    return str(core.bootstrap_toy_model(config, out_dir=out_dir, force=force, log=logger.info,
+                                        extra_meta=extra_meta))

@@ -25,6 +25,7 @@ from selfplay_core.checkpoints import (
 )
 from selfplay_core.checkpoints import prune as prune_checkpoints
 from selfplay_core.config import RunConfig, dump_config
+from selfplay_core.goalpost_view import privileged_tags
 from selfplay_core.loop import interrupt, timing
 from selfplay_core.loop.context import build_context, save_checkpoint
 from selfplay_core.methods import method_for
@@ -174,6 +175,7 @@ def _run_selfplay(cfg: RunConfig, *, call: Callable, run_dir: str | Path | None,
             "world": cfg.world.name, "engine": cfg.engine.backend}
     if store is not None:
         tags["checkpoint.store"] = store.uri
+    tags.update(privileged_tags(cfg.method))   # the teacher read the goalposts' solutions
     for name, split in ctx.world.splits().items():
         tags[f"data.{name}"] = f"{split.version} {split.content_hash}"
     if cfg.tracking.artifact_store:

@@ -37,6 +37,7 @@ from selfplay_core.engines.vllm import VLLMEngine, VLLMEngineConfig
 from selfplay_core.engines.vllm_server import ServeOptions, VLLMLaunchError, launch
 from selfplay_core.engines.weight_sync import (choose_transport, is_peft, served_folder_problem,
                                                tied_output_name, write_checkpoint)
+from selfplay_core.goalpost_view import goalpost_anchors, privileged
 from selfplay_core.roles.teacher import teacher_prompt
 from selfplay_core.solve import student_prompt_for
 from selfplay_core.worlds import world_class
@@ -301,7 +302,9 @@ def prompt_fits(cfg, tokenizer, limit: int | None):
 
     def fits(problem, role: str) -> bool:
         if role == "teacher":
-            text = teacher_prompt(problem.prompt or "", problem.metadata.get("reference", ""), "f", "easier")
+            # the lemma prompt as the run's method builds it: question only unless privileged
+            view = goalpost_anchors([problem], privileged(cfg.method))[0]
+            text = teacher_prompt(view.question, view.code, "f", "easier")
             budget = e.max_new_tokens_teacher
         else:
             text, budget = student_prompt_for(problem), e.max_new_tokens_student

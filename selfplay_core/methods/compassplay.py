@@ -33,6 +33,7 @@ state, so a resumed run keeps it.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import time
@@ -42,6 +43,7 @@ from pydantic import Field
 
 from selfplay_core import stages as S
 from selfplay_core.config_errors import ConfigError
+from selfplay_core.goalpost_view import goalpost_view
 from selfplay_core.methods.base import EstimatorName, Method, MethodConfig, register
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.problems import Problem
@@ -67,6 +69,11 @@ class CompassConfig(MethodConfig):
     # Last transformer blocks whose gradients are compared (a cheap parameter subset).
     gradient_layers: int = Field(1, ge=1)
     ineligible_reward: float = 0.0   # p in {0, 1}: the task moves nothing (the paper scores none)
+    # The privileged ablation: a goalpost among the reference tasks (reference: goalposts, or a
+    # goalpost among the real tasks) is shown with its reference program, and its correct
+    # solution for g_ref is that program. Off: its question only, and g_ref takes the solver's
+    # own passing samples of it (selfplay_core/goalpost_view.py).
+    privileged_sighted_teacher: bool = False
 
     def check(self, run) -> None:
         if run.student.replay_tasks_per_iteration:
@@ -187,6 +194,7 @@ class CompassPlay(Method):
         ids = st.get("reference_ids") or sorted(random.Random(f"compass-ref:{ctx.config.seed}").sample(
             sorted(by_id), min(c.reference_tasks, len(by_id))))
         st["reference_ids"] = ids
+        self._goalpost_ids = set(ctx.goalposts_by_id())
         self.references: list[Problem] = [by_id[i] for i in ids if i in by_id]
         self.params = last_layer_params(ctx.learner.unwrapped, c.gradient_layers)
         total = sum(p.numel() for p in ctx.learner.unwrapped.parameters())
@@ -202,9 +210,18 @@ class CompassPlay(Method):
     def rounds(self, ctx, done: list[Proposal]):
         self._reward = CompassReward(self)
         picked = [ctx.rng.choice(self.references) for _ in range(self.config.proposals_per_iteration)]
-        anchors = [Anchor(p.id, p.prompt or "", p.metadata.get("reference", ""), goalpost_id=p.id
-                          if self.config.reference == "goalposts" else None) for p in picked]
-        yield DescribedRound(KIND, anchors, self.config.direction, 1, self._reward)
+        yield DescribedRound(KIND, [self.anchor(p) for p in picked], self.config.direction, 1, self._reward)
+
+    def blind(self, prob: Problem) -> bool:
+        """Whether a reference task is seen as a goalpost (question only): every goalpost, also
+        one among the real training tasks, unless the run is the privileged ablation."""
+        return prob.id in self._goalpost_ids and not self.config.privileged_sighted_teacher
+
+    def anchor(self, prob: Problem) -> Anchor:
+        gid = prob.id if self.config.reference == "goalposts" else None
+        if self.blind(prob):
+            return dataclasses.replace(goalpost_view(prob), goalpost_id=gid)
+        return Anchor(prob.id, prob.prompt or "", prob.metadata.get("reference", ""), goalpost_id=gid)
 
     def student_batch(self, ctx, proposals, log, call):
         log.add(**{"compass/params": self.subset, "compass/param_share": self.param_share})
@@ -245,7 +262,7 @@ class CompassPlay(Method):
         tok = ctx.tokenizer
         out, unsolved = [], []
         for prob in self.references:
-            ids = reference_ids(tok, prob)
+            ids = None if self.blind(prob) else reference_ids(tok, prob)
             if ids is None:
                 unsolved.append(prob)
             else:

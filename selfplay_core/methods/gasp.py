@@ -34,6 +34,7 @@ from selfplay_core.code_relevance import line_similarity, relevance_weight
 from selfplay_core.config_errors import ConfigError
 from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
 from selfplay_core.frozen import FrozenConfig
+from selfplay_core.goalpost_view import require_privileged
 from selfplay_core.methods.band_rewards import BandReward, GuidedBandReward
 from selfplay_core.methods.base import Method, MethodConfig, register
 from selfplay_core.methods.guide_judge import (GASPGuideConfig, guide_weight, judge_proposals, load_guide,
@@ -96,6 +97,12 @@ class GASPConfig(MethodConfig):
     # With statement_deletion: run each deletion on the goalpost's tests first and keep those that
     # run and change an output; draw deletions not yet in the buffer before repeats.
     edit_screen: bool = False
+    # The privileged (sighted) ablation: the teacher is shown each goalpost's reference program
+    # under its solution header, and the judges that read it (code_relevance,
+    # gradient_relevance, lemma_program=statement_deletion) may run. A real goalpost has no
+    # reference, so off (the default) the teacher gets the goalpost's question only
+    # (selfplay_core/goalpost_view.py); on, the run is tagged privileged=true.
+    privileged_sighted_teacher: bool = False
 
     def check(self, run) -> None:
         if self.guide is not None:
@@ -107,6 +114,16 @@ class GASPConfig(MethodConfig):
         if len(judges) > 1:
             raise ValueError(f"method.{judges[0]} and method.{judges[1]} both scale the band reward: "
                              "set one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _privileged_judges(self):
+        # one error per run, naming the first judge that reads the goalposts' reference programs
+        for key, on in (("method.code_relevance", self.code_relevance is not None),
+                        ("method.gradient_relevance", self.gradient_relevance is not None),
+                        ("method.lemma_program=statement_deletion", self.lemma_program == "statement_deletion")):
+            if on:
+                require_privileged(self, key)
         return self
 
     @model_validator(mode="after")
@@ -288,10 +305,7 @@ class GASP(Method):
             ms["dynamic_goalposts"] = st.to_json()
             ms["dynamic_checks_seen"] = len(rows)
         pool = {p.id: p for p in ctx.world.goalpost_pool}
-        active = [pool[g] for g in st.active if g in pool]
-        picked = ctx.rng.sample(active, min(k, len(active)))
-        return [Anchor(g.id, g.prompt or "", g.metadata.get("reference", ""), goalpost_id=g.id)
-                for g in picked]
+        return ctx.goalpost_anchors(k, [pool[g] for g in st.active if g in pool])
 
     def lift_parents(self, ctx, lemmas: list[Proposal]) -> list[Anchor]:
         """The accepted lemmas, shown without their goalpost; earlier lemmas from the buffer when

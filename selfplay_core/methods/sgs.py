@@ -39,8 +39,9 @@ from selfplay_core import stages as S
 from selfplay_core.evaluation.solve_curve import CumulativeSolve, fit_scaling_law
 from selfplay_core.methods.base import EstimatorName, Method, MethodConfig, register
 from selfplay_core.methods.guide_judge import GuideConfig, judge_proposals, load_guide, oracle_accuracy
+from selfplay_core.goalpost_view import goalpost_anchors
 from selfplay_core.methods.rounds import DescribedRound
-from selfplay_core.records import Anchor, IterationLog, Proposal
+from selfplay_core.records import IterationLog, Proposal
 from selfplay_core.solve import solve
 
 KIND = "conjecture"
@@ -64,6 +65,9 @@ class SGSConfig(MethodConfig):
     direction: Literal["easier", "harder"] = "easier"
     # The frozen Guide that judges each conjecture's relevance to its target.
     guide: GuideConfig = GuideConfig()
+    # The privileged ablation: the Conjecturer is also shown each target's reference program
+    # (a real target has none). Off: the target's question only (selfplay_core/goalpost_view.py).
+    privileged_sighted_teacher: bool = False
 
     def check(self, run) -> None:
         self.guide.check(run, "method.guide")
@@ -134,8 +138,7 @@ class SGS(Method):
         self._drawn = ctx.rng.sample(pool, min(k, len(pool)))
         if not self._drawn:
             return
-        anchors = [Anchor(g.id, g.prompt or "", g.metadata.get("reference", ""), goalpost_id=g.id)
-                   for g in self._drawn]
+        anchors = goalpost_anchors(self._drawn, self.config.privileged_sighted_teacher)
         yield ConjectureRound(anchors, self.config.proposals_per_target, self.config.direction,
                               self.guide, self.config.easiest_share)
 

@@ -139,6 +139,47 @@ def corpus_hash(texts: list[str]) -> str:
     return hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
 
 
+def weights_sha256(folder: str | Path) -> str:
+    """The sha256 of the weights saved in a model folder: every tensor of its safetensors files,
+    names sorted, as name, dtype, shape and bytes. Independent of the file's layout, so two
+    builds with equal weights have equal hashes (what `bootstrap.json` records as
+    `weights_sha256`). Tied weights are saved once, so they count once."""
+    import torch
+    from safetensors.torch import load_file
+
+    tensors: dict = {}
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        tensors.update(load_file(f))
+    h = hashlib.sha256()
+    for name, t in sorted(tensors.items()):
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+class deterministic_torch:
+    """Deterministic kernels (torch.use_deterministic_algorithms) and a fixed thread count for
+    the bootstrap, the process's own settings restored after: the same recipe on the same kind
+    of machine then gives bit-identical weights (the data order is seeded by the recipe)."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+
+    def __enter__(self):
+        import torch
+
+        self.saved = (torch.are_deterministic_algorithms_enabled(), torch.get_num_threads())
+        torch.use_deterministic_algorithms(True)
+        torch.set_num_threads(self.threads)
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.use_deterministic_algorithms(self.saved[0])
+        torch.set_num_threads(self.saved[1])
+
+
 def _final_loss(losses: list[float]) -> float:
     """The mean of the last 20 steps' losses (one step's loss is noisy)."""
     return sum(losses[-20:]) / max(1, len(losses[-20:]))
@@ -146,8 +187,9 @@ def _final_loss(losses: list[float]) -> float:
 
 def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str | Path | None = None,
                         force: bool = False, progress: bool | Callable[[int, int, float], None] = True,
-                        log: Callable[[str], None] | None = None) -> Path:
-    """Build (or fetch from the cache) the tiny model; returns its HF folder."""
+                        log: Callable[[str], None] | None = None, extra_meta: dict | None = None) -> Path:
+    """Build (or fetch from the cache) the tiny model; returns its HF folder. `extra_meta`:
+    more keys for its bootstrap.json (a recipe's name and hash)."""
     config = config or BootstrapConfig()
     target = Path(out_dir) if out_dir else cached_model_dir(config)
     say = log or (lambda m: print(m, file=sys.stderr))
@@ -156,9 +198,11 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
         return target
     check_target(target, force=force, what="--out" if out_dir else "the model cache folder")
 
-    import torch
+    with deterministic_torch(config.threads):
+        return _bootstrap(config, target, say, progress, extra_meta or {})
 
-    torch.set_num_threads(config.threads)
+
+def _bootstrap(config: BootstrapConfig, target: Path, say, progress, extra_meta: dict) -> Path:
     times = {}
     t0 = time.time()
     world = build_world(config.seed)
@@ -218,6 +262,7 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
         "final_loss": _final_loss(losses), "steps": len(losses),
         "times": {k: round(v, 1) for k, v in times.items()},
         "versions": library_versions(),
+        **extra_meta,
     }
     if phase:
         meta["teacher_phase"] = phase
@@ -226,6 +271,7 @@ def bootstrap_toy_model(config: BootstrapConfig | None = None, *, out_dir: str |
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        meta["weights_sha256"] = weights_sha256(tmp)
         (tmp / MARKER).write_text(json.dumps(meta, indent=2) + "\n")
         if target.exists():
             shutil.rmtree(target)
@@ -247,3 +293,41 @@ def default_model_dir() -> Path:
     if is_complete(ASSET_DIR):
         return ASSET_DIR
     raise FileNotFoundError("no toy model: run `selfplay bootstrap` first")
+
+
+class BootstrapRecipe(FrozenConfig):
+    """A toy start checkpoint, end to end, as one YAML file (configs/toy/*.yaml) for
+    `selfplay bootstrap --config`: the model's bootstrap (corpus, pretraining, the teacher
+    phase) and whether to mine its goalpost set into the folder. Frozen; unknown keys are an
+    error."""
+
+    # The model's bootstrap: corpus, pretraining and the teacher phase.
+    model: BootstrapConfig = BootstrapConfig()
+    # Mine the embedded default's goalpost set for the new model and write it into the folder
+    # (goalposts.json), as the committed checkpoint ships it.
+    goalposts: bool = False
+
+
+def load_recipe(path: str | Path) -> tuple[BootstrapRecipe, dict]:
+    """The recipe in a YAML file, and what bootstrap.json records of it (its file name and the
+    sha256 of its bytes). Bad input: one ValueError naming the file and the key."""
+    import yaml
+    from pydantic import ValidationError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--config {path}: no such file (a bootstrap recipe, e.g. configs/toy/tiny-s0.yaml)")
+    raw = path.read_bytes()
+    try:
+        data = yaml.safe_load(raw) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"--config {path}: not YAML ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: a recipe is a mapping with keys model and goalposts")
+    try:
+        recipe = BootstrapRecipe.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(the recipe)"
+        raise ValueError(f"--config {path}: {where}: {err['msg']}") from None
+    return recipe, {"recipe": {"file": path.name, "sha256": hashlib.sha256(raw).hexdigest()}}

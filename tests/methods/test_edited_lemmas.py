@@ -15,6 +15,9 @@ from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.rewards import r_lemma
 from selfplay_core.run_context import RunContext
 
+# These judges read the goalposts' reference programs: the privileged ablation only.
+SIGHTED = "method.privileged_sighted_teacher=true"
+
 THREE_STEPS = "def f(x):\n    x = x - 5\n    x = x % 7\n    x = x * 4\n    return x\n"
 
 
@@ -101,7 +104,7 @@ def test_the_sandbox_runs_the_edited_program_as_the_reference(executor):
 
 
 def test_gasp_takes_the_edited_lemma_round_and_refuses_what_it_cannot_combine():
-    cfg = load_config(None, ["method.lemma_program=statement_deletion"])
+    cfg = load_config(None, [SIGHTED, "method.lemma_program=statement_deletion"])
     ctx = RunContext(cfg)
     ctx.goalposts = [Problem("g1", "call", [], entry_point="f", prompt="q", metadata={"reference": THREE_STEPS})]
     rounds = list(GASP(cfg.method).rounds(ctx, []))
@@ -109,13 +112,13 @@ def test_gasp_takes_the_edited_lemma_round_and_refuses_what_it_cannot_combine():
     assert rounds[0].per_anchor == cfg.method.proposals_per_anchor
     for other in ("method.one_step=medium", "method.code_relevance={power: 4}", "method.guide={gate: 0.5}"):
         with pytest.raises(Exception, match="lemma_program=statement_deletion"):
-            load_config(None, ["method.lemma_program=statement_deletion", other])
+            load_config(None, [SIGHTED, "method.lemma_program=statement_deletion", other])
     with pytest.raises(Exception, match="lemma_program"):
         load_config(None, ["method.lemma_program=mutate"])
 
 
 def test_goalposts_without_a_program_to_edit_stop_the_run_before_it_starts():
-    cfg = load_config(None, ["method.lemma_program=statement_deletion"])
+    cfg = load_config(None, [SIGHTED, "method.lemma_program=statement_deletion"])
     ctx = RunContext(cfg)
     ctx.goalposts = [Problem("lcb/1", "call", [], entry_point="f", metadata={"reference": "def f(x):\n    return x\n"}),
                      Problem("lcb/2", "call", [], entry_point="f")]
@@ -134,7 +137,7 @@ def test_one_iteration_on_the_committed_model(tmp_path):
     from selfplay_core.loop.driver import direct
     from selfplay_core.methods import method_for
 
-    cfg = load_config(None, ["method.lemma_program=statement_deletion", "iterations=1",
+    cfg = load_config(None, [SIGHTED, "method.lemma_program=statement_deletion", "iterations=1",
                              "method.goalposts_per_iteration=4", "eval.max_problems=8", "eval.n=2", "eval.ks=[1, 2]",
                              "engine.max_new_tokens_teacher=160", "sandbox.workers=2"])
     method = method_for(cfg.method)
@@ -178,7 +181,7 @@ def test_the_screen_keeps_deletions_that_run_and_change_the_function(executor):
     from selfplay_core.methods.edited_lemmas import screened_edits
 
     assert statement_deletions(SCREEN_ME) == [CRASHES, STEP_DROPPED, SAME_FUNCTION]
-    ctx = RunContext(load_config(None, ["method.lemma_program=statement_deletion", "method.edit_screen=true"]),
+    ctx = RunContext(load_config(None, [SIGHTED, "method.lemma_program=statement_deletion", "method.edit_screen=true"]),
                      executor=executor)
     ctx.goalposts = [goalpost_problem()]
     assert screened_edits(ctx, [anchor(SCREEN_ME)]) == {"g1": [STEP_DROPPED]}

@@ -15,6 +15,9 @@ from selfplay_core.run_context import RunContext
 from selfplay_core.solve import SolveResult
 from selfplay_core.toyworld.tasks import Task
 
+# These judges read the goalposts' reference programs: the privileged ablation only.
+SIGHTED = "method.privileged_sighted_teacher=true"
+
 # 6 lines: def, keep_even, square, dedupe, join, return
 GOAL = Task("ints", (("keep_even", None), ("square", None), ("dedupe", None)), "ints_csv")
 TRUE_LEMMA = Task("ints", (("keep_even", None), ("square", None)), "ints_csv")   # 5 of its lines
@@ -33,7 +36,7 @@ def prop(task, p, name, n=8):
 
 
 def test_the_band_reward_is_scaled_by_line_similarity_and_the_gate_keeps_drift_and_copies_out():
-    cfg = load_config(None, ["method.code_relevance={power: 2, gate: 0.85}", "student.fill=none"])
+    cfg = load_config(None, [SIGHTED, "method.code_relevance={power: 2, gate: 0.85}", "student.fill=none"])
     ctx = RunContext(cfg)
     rnd = CodeRelevanceRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
                              cfg.method.code_relevance)
@@ -52,7 +55,7 @@ def test_the_band_reward_is_scaled_by_line_similarity_and_the_gate_keeps_drift_a
 
 
 def test_without_the_multiplier_code_relevance_only_gates():
-    cfg = load_config(None, ["method.code_relevance={reward: none, gate: 0.85}"])
+    cfg = load_config(None, [SIGHTED, "method.code_relevance={reward: none, gate: 0.85}"])
     rnd = CodeRelevanceRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
                              cfg.method.code_relevance)
     props = [prop(SWAPPED, 0.5, "swapped")]
@@ -61,19 +64,19 @@ def test_without_the_multiplier_code_relevance_only_gates():
 
 
 def test_gasp_rounds_use_the_code_judge_and_one_judge_at_most():
-    cfg = load_config(None, ["method.code_relevance={power: 4}"])
+    cfg = load_config(None, [SIGHTED, "method.code_relevance={power: 4}"])
     rounds = list(GASP(cfg.method).rounds(RunContext(cfg), []))
     assert [type(r).__name__ for r in rounds] == ["CodeRelevanceRound"]
     with pytest.raises(Exception, match="set one of them"):
-        load_config(None, ["method.code_relevance={power: 4}", "method.guide={gate: 0.5}"])
+        load_config(None, [SIGHTED, "method.code_relevance={power: 4}", "method.guide={gate: 0.5}"])
     with pytest.raises(Exception, match="power"):
-        load_config(None, ["method.code_relevance={power: 0}"])
+        load_config(None, [SIGHTED, "method.code_relevance={power: 0}"])
 
 
 def test_goalposts_without_a_reference_program_stop_the_run_before_it_starts():
     from selfplay_core.config import ConfigError
 
-    cfg = load_config(None, ["method.code_relevance={power: 4}"])
+    cfg = load_config(None, [SIGHTED, "method.code_relevance={power: 4}"])
     ctx = RunContext(cfg)
     ctx.goalposts = [Problem("lcb/1", "call", [], entry_point="f", metadata={"reference": GOAL.program()}),
                      Problem("lcb/2", "call", [], entry_point="f")]

@@ -9,6 +9,9 @@ import torch
 from selfplay_core.config import ConfigError, load_config
 from selfplay_core.methods.gradient_relevance import alignment_weights, top_aligned
 
+# These judges read the goalposts' reference programs: the privileged ablation only.
+SIGHTED = "method.privileged_sighted_teacher=true"
+
 
 @pytest.mark.parametrize("cosines, want", [
     ([0.2, 0.1, -0.3], [1.0, 0.5, 0.0]),
@@ -36,11 +39,11 @@ def test_top_aligned(cosines, k, want):
 
 def test_one_judge_at_most_and_not_with_executor_edited_lemmas():
     with pytest.raises(Exception, match="set one of them"):
-        load_config(None, ["method.gradient_relevance={gate: 0.0}", "method.code_relevance={power: 4}"])
+        load_config(None, [SIGHTED, "method.gradient_relevance={gate: 0.0}", "method.code_relevance={power: 4}"])
     with pytest.raises(Exception, match="drop the judge"):
-        load_config(None, ["method.gradient_relevance={}", "method.lemma_program=statement_deletion"])
+        load_config(None, [SIGHTED, "method.gradient_relevance={}", "method.lemma_program=statement_deletion"])
     with pytest.raises(Exception, match="gate"):
-        load_config(None, ["method.gradient_relevance={gate: 2}"])
+        load_config(None, [SIGHTED, "method.gradient_relevance={gate: 2}"])
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,7 @@ def toy_run(tmp_path_factory, executor):
     gp, goalposts = depth3_goalposts_file(tmp, 2)
     cfg = load_config("configs/tiny-cpu.yaml", [
         f"model.path={ASSET_DIR}", f"out_dir={tmp / 'runs'}", f"world.goalposts={gp}",
-        "world.max_goalposts=null", "method.gradient_relevance={gate: 0.0}", "student.fill=none",
+        "world.max_goalposts=null", SIGHTED, "method.gradient_relevance={gate: 0.0}", "student.fill=none",
         "engine.max_new_tokens_student=64", "eval.verdict=false"])
     ctx = build_context(cfg, tmp / "run", executor=executor)
     method = method_for(cfg.method)
@@ -166,7 +169,7 @@ def test_goalposts_without_a_reference_program_stop_the_run_before_it_starts():
     from selfplay_core.problems import Problem
     from selfplay_core.run_context import RunContext
 
-    cfg = load_config(None, ["method.gradient_relevance={}"])
+    cfg = load_config(None, [SIGHTED, "method.gradient_relevance={}"])
     ctx = RunContext(cfg)
     ctx.goalposts = [Problem("lcb/2", "call", [], entry_point="f")]
     with pytest.raises(ConfigError, match=r"1 of 1 goalposts have no reference program .*\(e.g. lcb/2\)"):
