@@ -144,7 +144,11 @@ def stop_followers() -> None:
     if group is None:
         return
     _GROUP = None
-    if group.is_leader:
-        group.send("stop")
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    try:
+        if group.is_leader:
+            group.send("stop")
+    except (RuntimeError, OSError):
+        pass  # a rank is gone (the run is failing already): the launcher ends the others
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
