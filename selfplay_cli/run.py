@@ -149,6 +149,17 @@ def _preflight(cfg, args, console) -> None:
         raise CLIError("\nselfplay run: error: ".join(report.errors))
 
 
+def _resume_command() -> str:
+    """How this run was started: a learner group resumes under the same launch."""
+    from selfplay_core.engines.gpu_config import launched_rank
+
+    launch = launched_rank()
+    if launch is None:
+        return "selfplay run"
+    return f"torchrun --nproc_per_node {os.environ.get('LOCAL_WORLD_SIZE', launch[1])} " \
+           "-m selfplay_cli.main run"
+
+
 def _resume_hint(run_dir, cfg, console, stopped_by: str | None = None) -> bool:
     """After an interrupted or failed run: how to continue it, if it got far enough to save."""
     import json
@@ -165,7 +176,7 @@ def _resume_hint(run_dir, cfg, console, stopped_by: str | None = None) -> bool:
         return False
     why = f"{stopped_by}: " if stopped_by else ""
     console.print(f"{why}the run stopped after {state.get('iteration', 0)} of {cfg.iterations} "
-                  f"iterations; resume with: selfplay run --resume {path.parent.resolve()}",
+                  f"iterations; resume with: {_resume_command()} --resume {path.parent.resolve()}",
                   highlight=False, soft_wrap=True)
     return True
 
