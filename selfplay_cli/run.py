@@ -47,7 +47,7 @@ def run(args) -> int:
     from selfplay_cli._common import CLIError
     from selfplay_core.config import ConfigError
     from selfplay_core.engines.errors import EngineError
-    from selfplay_core.engines.gpu_config import DistributedLaunchError, refuse_distributed_launch
+    from selfplay_core.engines.gpu_config import DistributedLaunchError
     from selfplay_core.state import StateError
     from selfplay_core.storage import StorageError
 
@@ -55,7 +55,6 @@ def run(args) -> int:
         raise CLIError(f"--resume {args.resume}: no such folder (give the run folder, "
                        "out_dir/<run name>, that holds state.json)")
     try:
-        refuse_distributed_launch()  # every rank would run the loop: refuse before anything
         return _run(args)
     except (ConfigError, EngineError, StateError, StorageError, DistributedLaunchError) as e:  # one line, no traceback
         raise CLIError(str(e)) from None
@@ -73,6 +72,16 @@ def _run(args) -> int:
     if args.resume and config is None and (Path(args.resume) / "config.yaml").exists():
         config = str(Path(args.resume) / "config.yaml")  # the run's own config
     cfg = load_config(config, args.overrides)
+    from selfplay_core.engines.gpu_config import launched_rank, refuse_distributed_launch
+
+    # under torchrun: refused unless the config asks for a learner group (gpu.distributed)
+    refuse_distributed_launch(gpu=cfg.gpu)
+    launch = launched_rank()
+    if launch is not None and launch[0] != 0:
+        if args.dry_run:
+            return 0  # rank 0 prints the plan
+        from selfplay_core.loop.follower import follow
+        return follow(cfg)  # learns only: no run folder, MLflow or checkpoint
     if args.dry_run:
         print(dump_config(cfg))
         print(describe_setup(cfg))
@@ -96,9 +105,14 @@ def _run(args) -> int:
     from selfplay_core.loop import interrupt
 
     interrupt.arm()
+    from selfplay_core.rl.distributed import stop_followers
+
     try:
         with interrupt.trap():  # until the loop's own (a signal while Prefect starts, too)
-            result = _run_with_progress(args, cfg, run_dir, console)
+            try:
+                result = _run_with_progress(args, cfg, run_dir, console)
+            finally:
+                stop_followers()  # rank 0 of a learner group: the other ranks exit too
     except (ConfigError, StateError):
         raise  # one line that says what to do (resume or not)
     except interrupt.RunInterrupted as e:  # stopped between stages: no traceback
@@ -135,6 +149,17 @@ def _preflight(cfg, args, console) -> None:
         raise CLIError("\nselfplay run: error: ".join(report.errors))
 
 
+def _resume_command() -> str:
+    """How this run was started: a learner group resumes under the same launch."""
+    from selfplay_core.engines.gpu_config import launched_rank
+
+    launch = launched_rank()
+    if launch is None:
+        return "selfplay run"
+    return f"torchrun --nproc_per_node {os.environ.get('LOCAL_WORLD_SIZE', launch[1])} " \
+           "-m selfplay_cli.main run"
+
+
 def _resume_hint(run_dir, cfg, console, stopped_by: str | None = None) -> bool:
     """After an interrupted or failed run: how to continue it, if it got far enough to save."""
     import json
@@ -151,7 +176,7 @@ def _resume_hint(run_dir, cfg, console, stopped_by: str | None = None) -> bool:
         return False
     why = f"{stopped_by}: " if stopped_by else ""
     console.print(f"{why}the run stopped after {state.get('iteration', 0)} of {cfg.iterations} "
-                  f"iterations; resume with: selfplay run --resume {path.parent.resolve()}",
+                  f"iterations; resume with: {_resume_command()} --resume {path.parent.resolve()}",
                   highlight=False, soft_wrap=True)
     return True
 

@@ -32,6 +32,7 @@ SYSTEM_FILES = {
     "sandbox/test_benchmark_canonical.py": "every canonical solution, also on a loaded machine",
     "integration/test_prefect_form.py": "a Prefect server and headless Chromium (the UI's run form)",
     "toyworld/test_asset.py": "a fresh bootstrap of the committed toy checkpoint (about 10 minutes)",
+    "rl/test_learner_group_run.py": "GASP runs as two torchrun ranks: against one process, and killed then resumed (about 5 minutes)",
 }
 SYSTEM_FIXTURES = {"rgw": "a Ceph RGW cluster (a real S3 server)"}
 _TESTS = Path(__file__).resolve().parent

@@ -3,8 +3,10 @@
 `GPUConfig` says where generation and learning run: engine backend, vLLM server URL or a
 server launched by the run (on its own GPUs, or colocated with the learner using sleep mode), GPUs
 per role, tensor parallelism, memory share, dtype and precision, LoRA, gradient checkpointing.
-Impossible combinations fail here with one clear message instead of minutes into a run; so does
-a learner on more than one GPU, which is not implemented (`MULTI_GPU_LEARNER`).
+Impossible combinations fail here with one clear message instead of minutes into a run. A learner
+on several GPUs (or CPU processes) is a group of ranks started by torchrun with `distributed: ddp`
+(rl/distributed.py): rank 0 runs the loop, the others only learn; `fsdp` and `zero3` are not
+implemented (`NOT_IMPLEMENTED_SHARDING`).
 
 `resolve_plan(gpu, model, batch)` turns it into what will actually happen — processes, GPUs per
 role, batch shapes per device, expected memory per GPU — for a model shape (`ModelShape`, with the
@@ -50,33 +52,53 @@ class LoraSettings(FrozenConfig):
 
 
 MULTI_GPU_LEARNER = (
-    "a multi-GPU learner is not implemented: the learner is one process on one GPU, in the run's "
-    "process (the loop is not rank-aware: under `accelerate launch` every rank would run the "
-    "loop, start a vLLM server and push weights). Set learner_gpus: 1 and distributed: none, "
-    "and give the other GPUs to the vLLM server (rollout_gpus, tensor_parallel_size); a 7B "
-    "full fine-tune fits one 80 GB GPU with precision 'pure', or train a LoRA adapter")
+    "a learner on several processes needs gpu.distributed: ddp in the config (rank 0 then runs "
+    "the loop and the other ranks only learn); without it every rank would run the whole loop, "
+    "start a vLLM server and write the run folder")
+NOT_IMPLEMENTED_SHARDING = (
+    "is not implemented: the multi-process learner replicates the weights (distributed: ddp); "
+    "a 7B full fine-tune fits each 80 GB GPU with precision 'pure', or train a LoRA adapter")
 
 
 # set for every rank by torchrun / accelerate launch / deepspeed / mpirun
 _LAUNCHER_WORLD_SIZE = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 
 
+def launched_rank(environ=None) -> tuple[int, int, int] | None:
+    """(rank, world size, local rank) when this process is one of several ranks that torchrun /
+    accelerate launch started; None for a single process."""
+    environ = os.environ if environ is None else environ
+    world = environ.get("WORLD_SIZE", "")
+    if not (world.isdigit() and int(world) > 1):
+        return None
+    return (int(environ.get("RANK", "0")), int(world), int(environ.get("LOCAL_RANK", "0")))
+
+
 class DistributedLaunchError(RuntimeError):
-    """The run was started as one of several ranks, which the loop does not support."""
+    """The run was started as one of several ranks, and its config does not ask for that."""
 
 
-def refuse_distributed_launch(environ=None) -> None:
+def refuse_distributed_launch(environ=None, gpu: "GPUConfig | None" = None) -> None:
     """Stop before anything starts when this process is one rank of a multi-process launch
-    (`accelerate launch --num_processes N`, torchrun): every rank would run the whole loop,
-    start its own vLLM server and push weights."""
+    (`accelerate launch --num_processes N`, torchrun) and the config `gpu` does not ask for a
+    multi-process learner (distributed: ddp): every rank would run the whole loop, start its
+    own vLLM server and push weights. With ddp only torchrun's variables are understood (an MPI
+    launch is still refused), and on CUDA the group must have learner_gpus ranks."""
     environ = os.environ if environ is None else environ
     for key in _LAUNCHER_WORLD_SIZE:
         value = environ.get(key, "")
         if value.isdigit() and int(value) > 1:
             rank = environ.get("RANK", environ.get("LOCAL_RANK", "?"))
+            if gpu is not None and gpu.distributed == "ddp" and key == "WORLD_SIZE":
+                if gpu.device == "cuda" and int(value) != gpu.learner_gpus:
+                    raise DistributedLaunchError(
+                        f"started as {value} ranks but gpu.learner_gpus is {gpu.learner_gpus}: "
+                        f"launch `torchrun --nproc_per_node {gpu.learner_gpus}` (one rank per "
+                        "learner GPU)")
+                return
             raise DistributedLaunchError(
-                f"started as rank {rank} of {value} ({key}={value}): {MULTI_GPU_LEARNER}. Start "
-                "the run as one process (`selfplay run ...`, not `accelerate launch`)")
+                f"started as rank {rank} of {value} ({key}={value}): {MULTI_GPU_LEARNER}. Set it "
+                "(see docs/gpu.md), or start the run as one process (`selfplay run ...`)")
 
 
 class GPUConfig(FrozenConfig):
@@ -143,10 +165,11 @@ class GPUConfig(FrozenConfig):
             if self.dtype != "float32":
                 fail(f"dtype {self.dtype} on CPU: use float32 (CPU matmuls in {self.dtype} "
                      "are slow and the CPU path is tested in float32)")
-            if self.distributed != "none":
-                fail(f"distributed '{self.distributed}' needs GPUs; use 'none' on CPU")
+            if self.distributed in ("fsdp", "zero3"):
+                fail(f"distributed '{self.distributed}' {NOT_IMPLEMENTED_SHARDING}")
             if self.learner_gpus > 1:
-                fail(MULTI_GPU_LEARNER)
+                fail("learner_gpus counts GPUs; on CPU the learner group has as many ranks as "
+                     "torchrun starts (--nproc_per_node): leave learner_gpus at 1")
             return self
         if self.num_gpus < 1:
             fail("device 'cuda' needs num_gpus >= 1")
@@ -155,8 +178,19 @@ class GPUConfig(FrozenConfig):
         if self.dtype == "float16" and self.precision in ("pure", "kahan", "master"):
             fail(f"float16 weights with precision '{self.precision}' overflow; use dtype "
                  "bfloat16, or precision 'amp'")
-        if self.learner_gpus > 1 or self.distributed != "none":
-            fail(MULTI_GPU_LEARNER)
+        if self.distributed in ("fsdp", "zero3"):
+            fail(f"distributed '{self.distributed}' {NOT_IMPLEMENTED_SHARDING}")
+        if self.learner_gpus > 1 and self.distributed == "none":
+            fail(f"learner_gpus={self.learner_gpus} needs distributed: ddp (and a launch with "
+                 f"`torchrun --nproc_per_node {self.learner_gpus}`), or learner_gpus: 1")
+        if self.distributed != "none":
+            if self.precision == "amp":
+                fail("precision 'amp' with a multi-process learner is not supported (its "
+                     "autocast comes from accelerate's prepare, which the group does not use): "
+                     "use 'pure', 'kahan' or 'master'")
+            if self.engine == "vllm" and self.vllm_placement == "colocated":
+                fail("a colocated vLLM server shares one learner GPU; a multi-process learner "
+                     "needs vllm_placement 'server' on GPUs of its own")
         if self.weight_sync == "lora" and self.lora is None:
             fail("weight_sync 'lora' needs lora settings (the learner must train a LoRA adapter)")
         if self.weight_sync == "ipc" and (self.engine != "vllm" or self.vllm_placement != "colocated"
@@ -316,8 +350,16 @@ def parameter_bytes(gpu: GPUConfig) -> tuple[int, int, int]:
     return act, act, {"pure": 2 * act, "kahan": 3 * act, "master": 12}[gpu.precision]
 
 
-def learner_memory(gpu: GPUConfig, m: ModelShape, batch: BatchShape) -> dict[str, float]:
-    """Bytes on the learner GPU (GiB in the result).
+def learner_memory(gpu: GPUConfig, m: ModelShape, batch: BatchShape,
+                   shards: int = 1) -> dict[str, float]:
+    """Bytes on one learner GPU (GiB in the result).
+
+    `shards` > 1: FSDP's full sharding over that many GPUs, for comparison with the replicated
+    (DDP) learner the project runs: weights, gradients and optimizer states are divided by
+    `shards`, and a GPU holds besides them the unit being computed gathered whole ("gathered":
+    the largest FSDP unit, a decoder layer or the embedding / output head, times 2 for its
+    weights and its full gradient before the reduce-scatter). Activations and logits are per
+    micro-batch, the same under both.
 
     Full fine-tune, per parameter (`parameter_bytes`): pure bf16 2 + 2 grad + 4 (two moments,
     stochastic rounding); kahan + 2 (compensation); master 2 + 2 + 12 (float32 master and
@@ -350,14 +392,26 @@ def learner_memory(gpu: GPUConfig, m: ModelShape, batch: BatchShape) -> dict[str
     logits = chunk * m.vocab_size * (8 + (act if act < 4 else 0))
     if gpu.lora is None:
         logits += m.vocab_size * h * gb
-    out = {"weights": weights, "grads": grads, "optimizer": optim, "activations": activations,
-           "logits": logits}
+    out = {"weights": weights / shards, "grads": grads / shards, "optimizer": optim / shards,
+           "activations": activations, "logits": logits}
+    if shards > 1:
+        out["gathered"] = 2 * fsdp_unit_params(m) * (4 if gpu.precision == "amp" else act)
     out["total"] = sum(out.values())
     out = {k: v / GIB for k, v in out.items()}
     # what stays allocated between steps (grads are freed, the cache released): the colocated
     # server wakes into the rest
     out["steady"] = out["weights"] + out["optimizer"]
     return out
+
+
+def fsdp_unit_params(m: ModelShape) -> int:
+    """Parameters of the largest FSDP unit when each decoder layer is one unit and the
+    embedding (and an untied output head) another: max(one layer, vocab x hidden)."""
+    h = m.hidden_size
+    layer = sum(a * b for a, b in m.linear_shapes().values()) + 2 * h
+    if m.qkv_bias:
+        layer += h + 2 * m.kv_dim
+    return max(layer, m.vocab_size * h)
 
 
 def vllm_utilization(gpu: GPUConfig, learner: dict[str, float] | None) -> float:
@@ -467,10 +521,16 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
                                        f"--enable-sleep-mode, gpu_memory_utilization={util}; "
                                        "sleeps (level 1) during each learner step, then wakes "
                                        "weights -> weight sync -> KV cache"})
-    if gpu.device == "cuda":
+    if gpu.device == "cuda" and gpu.distributed == "ddp" and gpu.learner_gpus > 1:
+        for r in learner_ids:
+            plan.processes.append({
+                "name": f"learner-rank-{r}", "gpus": [r],
+                "what": ("rank 0 of the learner group (torchrun): runs the loop, generates, "
+                         "verifies, logs, checkpoints and pushes weights, learns on its shard"
+                         if r == 0 else "a follower rank: learns on its shard, writes nothing")})
+    elif gpu.device == "cuda":
         plan.processes.append({"name": "learner", "gpus": learner_ids,
-                               "what": "in the run's process on one GPU (a multi-GPU learner "
-                                       "is not implemented)"})
+                               "what": "in the run's process on one GPU"})
     else:
         plan.processes.append({"name": "learner", "gpus": [], "what": "one CPU process"})
     if gpu.engine == "hf":
@@ -483,8 +543,10 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
                  if gpu.device == "cuda" else 0}
     # batch shapes
     rollouts = batch.prompts_per_step * batch.samples_per_prompt
-    micro = math.ceil(rollouts / batch.micro_batch_size)
-    plan.batch = {"rollouts_per_step": rollouts, "rollouts_per_learner_gpu": rollouts,
+    ranks = gpu.learner_gpus if gpu.device == "cuda" and gpu.distributed != "none" else 1
+    per_rank = math.ceil(rollouts / ranks)  # rl/distributed.py: contiguous shards, +-1 row
+    micro = math.ceil(per_rank / batch.micro_batch_size)
+    plan.batch = {"rollouts_per_step": rollouts, "rollouts_per_learner_gpu": per_rank,
                   "micro_batches_per_gpu": micro,
                   "micro_batch": f"{batch.micro_batch_size} x {batch.seq_len} tokens",
                   "tokens_per_step_max": rollouts * batch.seq_len,
@@ -492,6 +554,8 @@ def resolve_plan(gpu: GPUConfig, model: ModelShape, batch: BatchShape) -> Plan:
                                          f"{batch.samples_per_prompt}"}
     # memory
     plan.memory["learner"] = lm
+    if ranks > 1:  # what FSDP's full sharding would need instead of the replicas (not run)
+        plan.memory["learner_if_fsdp"] = learner_memory(gpu, model, batch, shards=ranks)
     if gpu.device == "cuda" and lm["total"] + LEARNER_CONTEXT_GIB > gpu.gpu_memory_gib:
         plan.fits = False
         plan.notes.append(f"learner needs ~{lm['total'] + LEARNER_CONTEXT_GIB:.1f} GiB (with "

@@ -20,7 +20,7 @@ from selfplay_core.checkpoints import (Checkpoint, StateError, resolve_checkpoin
 from selfplay_core.engines.weight_sync import is_peft, iter_sync_tensors
 from selfplay_core.loop import engine_setup as E
 from selfplay_core.loop.worlds import World, build_world, select_goalposts
-from selfplay_core.engines.gpu_config import refuse_distributed_launch
+from selfplay_core.engines.gpu_config import DistributedLaunchError, refuse_distributed_launch
 from selfplay_core.rl.gpu import low_precision_rounding, make_accelerator, prepare_for
 from selfplay_core.rl.learner import Learner
 from selfplay_core.run_context import RunContext
@@ -59,6 +59,16 @@ def _learner_setup(cfg, policy):
     return prepare_for(policy, cfg.gpu), {"accelerator": make_accelerator(cfg.gpu),
                                           "low_precision": low_precision_rounding(cfg.gpu),
                                           "release_cuda_cache": colocated}
+
+
+def learner_group(cfg):
+    """This process's rl.distributed.LearnerGroup when the run is launched as several ranks with
+    gpu.distributed set (joined here, once per process); None for one process."""
+    if cfg.gpu is None or cfg.gpu.distributed == "none":
+        return None
+    from selfplay_core.rl import distributed
+
+    return distributed.join(cfg.gpu.device)
 
 
 TEACHER_DIR = "teacher"   # a checkpoint's subfolder holding a separate teacher that trains
@@ -117,16 +127,18 @@ def make_teacher_learner(cfg, engine, weights: Path, resume: bool):
     return learner
 
 
-def make_learner(cfg, model_dir: Path, tokenizer, resume: bool):
+def make_learner(cfg, model_dir: Path, tokenizer, resume: bool, group=None):
     """The policy (with the GPU plan's precision, gradient checkpointing and LoRA) and its
-    learner; on resume the optimizer state and the torch RNG states of the checkpoint."""
-    learner, saved = _learner_from(cfg, Path(model_dir), resolve_model_dir(cfg), tokenizer, resume)
+    learner; on resume the optimizer state and the torch RNG states of the checkpoint. `group`
+    (rl.distributed.LearnerGroup): this rank's place in a multi-process learner."""
+    learner, saved = _learner_from(cfg, Path(model_dir), resolve_model_dir(cfg), tokenizer, resume,
+                                   group=group)
     if saved is not None:
         restore_rng_states(saved.get("rng"))
     return learner
 
 
-def _learner_from(cfg, weights: Path, start: Path, tokenizer, resume: bool):
+def _learner_from(cfg, weights: Path, start: Path, tokenizer, resume: bool, group=None):
     """A learner on the weights in `weights` (with the GPU plan's setup), KL-anchored to `start`
     (the configured starting weights, also on resume), and on resume the optimizer state saved
     beside the weights; returns it with that saved state (None: fresh)."""
@@ -135,7 +147,8 @@ def _learner_from(cfg, weights: Path, start: Path, tokenizer, resume: bool):
     ref = None
     if cfg.learner.needs_reference:
         ref = AutoModelForCausalLM.from_pretrained(str(start), dtype=dtype)
-    learner = Learner(model, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), ref_model=ref, **setup)
+    learner = Learner(model, cfg.learner, pad_token_id=E.pad_id_of(tokenizer), ref_model=ref,
+                      group=group, **setup)
     path = weights / "trainer_state.pt"
     if not (resume and path.exists()):
         return learner, None
@@ -182,7 +195,12 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
                   model_dir: str | Path | None = None) -> RunContext:
     """Everything a run needs, from its config: a fresh run, or (with a state that has a
     checkpoint) the continuation of one. `executor`: use this one (the caller closes it)."""
-    refuse_distributed_launch()  # one process runs the loop; every rank would otherwise
+    # one process runs the loop; under a launcher only rank 0 of a configured learner group
+    refuse_distributed_launch(gpu=cfg.gpu)
+    group = learner_group(cfg)
+    if group is not None and not group.is_leader:
+        raise DistributedLaunchError(f"rank {group.rank} builds no run: only rank 0 runs the loop "
+                                     "(the others follow it: selfplay_core.loop.follower)")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = state or RunState()
@@ -204,7 +222,9 @@ def build_context(cfg, run_dir: str | Path, state: RunState | None = None, execu
         else:
             engine = E.make_hf_engine(cfg, model_dir)
             tokenizer = engine.tokenizer
-        learner = make_learner(cfg, model_dir, tokenizer, resume)
+        if group is not None:  # the followers build their replicas beside ours
+            group.send("start", str(model_dir), resume)
+        learner = make_learner(cfg, model_dir, tokenizer, resume, group=group)
         if cfg.engine.backend == "vllm":
             vllm = E.VLLMSetup(cfg, learner.unwrapped, tokenizer, run_dir, model_dir, resume=resume)
             closers.append(vllm.close)

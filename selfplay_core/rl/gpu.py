@@ -1,8 +1,8 @@
 """Prepare a model, its optimizer's rounding and an Accelerator for the shared learner on a GPU:
 dtype, precision, gradient checkpointing, optional LoRA (peft). The learner itself is unchanged;
-this only decides what it is handed. The learner is one process on one GPU (GPUConfig refuses
-more, and a run started under a distributed launcher stops at once: see
-`engines.gpu_config.refuse_distributed_launch`).
+this only decides what it is handed. On several GPUs the learner is a group of torchrun ranks
+(gpu.distributed: ddp, rl/distributed.py); a launch whose config does not ask for one stops at
+once (`engines.gpu_config.refuse_distributed_launch`).
 
 - precision (engines.gpu_config.GPUConfig): "pure", "kahan" and "master" keep the weights in
   `dtype` (bf16) and differ in how AdamW stores updates the bf16 grid would round away at lr 1e-6

@@ -5,8 +5,9 @@ reference and entropy bonus, gradient accumulation and clipping, AdamW.
 Methods differ only in how they compute each rollout's advantage (`rl.advantages`) and which
 rollouts they keep; that keeps comparisons between GASP, AZR and RLVR fair.
 
-Multi-device training comes from `accelerate` (DDP, DeepSpeed, FSDP via `accelerate launch` and
-its config files), not from this module.
+On several processes (`gpu.distributed: ddp`, rl/distributed.py) each rank computes the loss of
+its shard of the batch with the scales of the whole batch, and the gradients are summed across
+ranks before clipping: the step equals one process's on the whole batch.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class Learner:
 
     def __init__(self, model, config: LearnerConfig, *, pad_token_id: int = 0, ref_model=None,
                  accelerator=None, low_precision: str = "stochastic",
-                 release_cuda_cache: bool = False):
+                 release_cuda_cache: bool = False, group=None):
         from accelerate import Accelerator
 
         from selfplay_core.rl.optim import ChangeProbe, make_adamw
@@ -102,23 +103,38 @@ class Learner:
             raise ValueError("learner.kl_coef / role_kl > 0 needs a frozen reference model (ref_model)")
         self.config = config
         self.accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        # rl.distributed.LearnerGroup: this rank's shard of every batch, gradients summed
+        self.group = group
+        if group is not None:
+            # not accelerate's prepare: under a launcher it wraps the model in DDP, whose
+            # per-backward all-reduce needs equal micro-batch counts on every rank
+            model = model.to(group.device)
         # Only trainable parameters reach AdamW (LoRA freezes the base: no states for it).
         trainable = [p for p in model.parameters() if p.requires_grad]
+        self._trainable = trainable
         self.optimizer = make_adamw(trainable, lr=config.lr, betas=config.betas,
                                     weight_decay=config.weight_decay, rounding=low_precision)
         self._probe = ChangeProbe(trainable)
         self.release_cuda_cache = release_cuda_cache
-        self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
+        if group is None:
+            self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
+        else:
+            self.model = model
+            group.broadcast_parameters(trainable)  # the replicas start equal
         self.ref_model = ref_model.eval() if ref_model is not None else None
         if self.ref_model is not None:
             self.ref_model.requires_grad_(False)
-            self.ref_model.to(self.accelerator.device)
+            self.ref_model.to(self.device)
         self.pad_token_id = pad_token_id
         self.steps = 0
 
     @property
     def unwrapped(self):
         return self.accelerator.unwrap_model(self.model)
+
+    @property
+    def device(self):
+        return self.group.device if self.group is not None else self.accelerator.device
 
     def _row_scales(self, rollouts: Sequence[Rollout]) -> list[float]:
         """Each rollout's factor on its summed per-token loss (seq_mean: on its token mean)."""
@@ -140,6 +156,8 @@ class Learner:
         """`epochs` optimizer steps over the same rollouts (PPO epochs). Returns the last step's
         metrics plus the first step's train/inference mismatch (`mismatch/*`): only then are
         the learner's weights the ones the engine sampled with."""
+        if self.group is not None and self.group.is_leader:
+            self.group.send("update", list(rollouts), epochs)  # the followers step with us
         metrics: dict[str, float] = {}
         first: dict[str, float] = {}
         for e in range(epochs):
@@ -164,7 +182,7 @@ class Learner:
                 mb = [Rollout(r.prompt_ids, r.completion_ids, [0.0] * len(r.completion_ids), 0.0,
                               temperature=r.temperature)     # placeholders: nothing old is read
                       for r in rollouts[start:start + c.micro_batch_size]]
-                b = _pad_batch(mb, self.pad_token_id, self.accelerator.device)
+                b = _pad_batch(mb, self.pad_token_id, self.device)
                 lp, _ = token_logprobs(self.model, b["ids"], b["attn"], temps=b["temps"],
                                        score_mask=b["cmask"], chunk_tokens=c.logits_chunk_tokens)
                 for i, r in enumerate(mb):
@@ -186,7 +204,11 @@ class Learner:
                                  f"{len(r.old_logprobs)} old logprobs")
         c = self.config
         lo, hi = 1.0 - c.clip_eps, 1.0 + (c.clip_eps_high if c.clip_eps_high is not None else c.clip_eps)
-        scales = self._row_scales(rollouts)
+        scales = self._row_scales(rollouts)  # over the whole batch, on every rank
+        n_all = len(rollouts)
+        if self.group is not None:
+            lo_i, hi_i = self.group.shard(n_all)
+            rollouts, scales = rollouts[lo_i:hi_i], scales[lo_i:hi_i]
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "entropy": 0.0, "clipped": 0.0, "ratio": 0.0}
@@ -195,7 +217,7 @@ class Learner:
         tis = TISStats() if c.tis_cap is not None else None
         for start in range(0, len(rollouts), c.micro_batch_size):
             mb = rollouts[start:start + c.micro_batch_size]
-            b = _pad_batch(mb, self.pad_token_id, self.accelerator.device, kl=c.kl_of)
+            b = _pad_batch(mb, self.pad_token_id, self.device, kl=c.kl_of)
             lp, ent = token_logprobs(self.model, b["ids"], b["attn"], with_entropy=True,
                                      temps=b["temps"], score_mask=b["cmask"],
                                      entropy_grad=c.entropy_coef > 0,
@@ -236,7 +258,10 @@ class Learner:
             if c.loss_agg == "seq_mean":
                 row = row / mask.sum(1).clamp(min=1)
             loss = (per_tok.sum(1) * row).sum()
-            self.accelerator.backward(loss)
+            if self.group is None:
+                self.accelerator.backward(loss)
+            else:
+                loss.backward()
             with torch.no_grad():
                 sums["loss"] += float(loss)
                 sums["pg"] += float((pg * mask).sum())
@@ -245,7 +270,18 @@ class Learner:
                 sums["clipped"] += float((((ratio < lo) | (ratio > hi)).float() * mask).sum())
                 sums["ratio"] += float(ratio.sum())
                 n_tok += float(mask.sum())
-        grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+        if self.group is None:
+            grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+        else:
+            self.group.sum_gradients(self._trainable)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self._trainable, c.max_grad_norm)
+            keys = sorted(sums)
+            total = self.group.reduce([sums[k] for k in keys] + [n_tok])
+            sums, n_tok = dict(zip(keys, total[:-1])), total[-1]
+            if mismatch is not None:
+                mismatch.reduce(self.group)
+            if tis is not None:
+                tis.reduce(self.group)
         update = self._optimizer_step()
         self.steps += 1
         n_tok = max(n_tok, 1.0)
@@ -261,7 +297,7 @@ class Learner:
             "learner/ratio_mean": sums["ratio"] / n_tok,
             "learner/grad_norm": gn if math.isfinite(gn) else float("nan"),
             "learner/tokens": n_tok,
-            "learner/rollouts": float(len(rollouts)),
+            "learner/rollouts": float(n_all),
             **update,
         }
 
@@ -309,7 +345,7 @@ class Learner:
             rollouts = [r for r in rollouts if r.completion_ids]
             for start in range(0, len(rollouts), self.config.micro_batch_size):
                 b = _pad_batch(rollouts[start:start + self.config.micro_batch_size], self.pad_token_id,
-                               self.accelerator.device)
+                               self.device)
                 lp, _ = token_logprobs(model, b["ids"], b["attn"], temps=b["temps"], score_mask=b["cmask"],
                                        chunk_tokens=self.config.logits_chunk_tokens)
                 loss = -((lp * b["cmask"]).sum(1) * b["adv"]).sum()
@@ -322,7 +358,7 @@ class Learner:
                 p.requires_grad_(flag)
             model.train(was_training)
         if total is None:
-            total = torch.zeros(sum(p.numel() for p in params), device=self.accelerator.device)
+            total = torch.zeros(sum(p.numel() for p in params), device=self.device)
         return total
 
     # ---- state for exact resume -------------------------------------------------------------
@@ -372,6 +408,13 @@ class MismatchStats:
         self.r_max = max(self.r_max, float(r.max()))
         self.k3 += float((r - 1.0 - d).sum())
 
+    def reduce(self, group) -> None:
+        """The whole batch's statistics from every rank's share."""
+        self.n, self.abs_sum, self.r_sum, self.r_sq, self.k3 = group.reduce(
+            [self.n, self.abs_sum, self.r_sum, self.r_sq, self.k3])
+        self.abs_max, self.r_max = group.reduce([self.abs_max, self.r_max], "max")
+        (self.r_min,) = group.reduce([self.r_min], "min")
+
     def result(self) -> dict[str, float]:
         if not self.n:
             return {}
@@ -408,6 +451,9 @@ class TISStats:
         self.n += float(on.sum())
         self.w += float(weight[on].sum())
         self.truncated += float(((learner_lp - engine_lp)[on] > math.log(cap)).sum())
+
+    def reduce(self, group) -> None:
+        self.n, self.w, self.truncated = group.reduce([self.n, self.w, self.truncated])
 
     def result(self) -> dict[str, float]:
         n = max(self.n, 1.0)
