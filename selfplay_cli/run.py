@@ -371,7 +371,7 @@ def _runs_view(uri: str, run_id: str) -> list[str]:
 
 def run_verdict(state: dict, ks=None) -> list[str]:
     """One line per k: held-out pass@k at the end against the start checkpoint (eval.verdict)."""
-    from selfplay_core.loop.driver import verdict_lines
+    from selfplay_core.loop.recorder import verdict_lines
     from selfplay_core.state import RunState
 
     return verdict_lines(RunState.from_json(state), ks)

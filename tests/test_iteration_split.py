@@ -3,7 +3,7 @@ clock drives time.perf_counter, so the expected split is exact and no wall time 
 
 import pytest
 
-from selfplay_core.loop import driver, timing
+from selfplay_core.loop import driver, recorder, timing
 
 
 class FakeTime:
@@ -50,7 +50,7 @@ class Ctx:
 def fake_time(monkeypatch):
     t = FakeTime()
     monkeypatch.setattr(timing.time, "perf_counter", t.perf_counter)
-    monkeypatch.setattr(driver.time, "perf_counter", t.perf_counter)
+    monkeypatch.setattr(recorder.time, "perf_counter", t.perf_counter)
     return t
 
 
@@ -58,7 +58,7 @@ def test_every_second_lands_in_one_part(fake_time):
     t = fake_time
     ctx = Ctx(t)
     clock = timing.attach(ctx)
-    timed = driver._timed(driver.direct, {}, clock)
+    timed = recorder.timed(driver.direct, {}, clock)
 
     def propose(ctx):            # 2 s generating + 1 s of its own Python
         ctx.engine.generate(["p"], 1, None)

@@ -9,7 +9,7 @@ import pytest
 from selfplay_core import stages as S
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.loop import driver
+from selfplay_core.loop import recorder
 from selfplay_core.methods.azr import Learnability
 from selfplay_core.methods.azr_triplets import TripletRound
 from selfplay_core.methods.gasp import BandReward
@@ -159,13 +159,13 @@ def test_the_run_fails_past_the_harness_error_share():
     cfg = load_config(None, ["sandbox.max_harness_error_share=0.1"])
     log = IterationLog()
     before = {"jobs": 100, "harness_errors": 1, "harness_retries": 2}
-    driver._harness_errors(cfg, {"jobs": 200, "harness_errors": 4, "harness_retries": 9}, before, log, 1)
+    recorder.harness_errors(cfg, {"jobs": 200, "harness_errors": 4, "harness_retries": 9}, before, log, 1)
     assert log.metrics["harness_errors"] == 3 and log.metrics["harness_retries"] == 7
-    with pytest.raises(driver.HarnessFailure, match="harness error"):
-        driver._harness_errors(cfg, {"jobs": 120, "harness_errors": 4}, {"jobs": 100, "harness_errors": 0},
+    with pytest.raises(recorder.HarnessFailure, match="harness error"):
+        recorder.harness_errors(cfg, {"jobs": 120, "harness_errors": 4}, {"jobs": 100, "harness_errors": 0},
                                IterationLog(), 2)
     # a couple of errors in a small iteration are excluded and counted, not fatal
-    driver._harness_errors(cfg, {"jobs": 10, "harness_errors": 2}, {"jobs": 0, "harness_errors": 0},
+    recorder.harness_errors(cfg, {"jobs": 10, "harness_errors": 2}, {"jobs": 0, "harness_errors": 0},
                            IterationLog(), 3)
 
 

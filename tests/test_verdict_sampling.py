@@ -94,7 +94,7 @@ def test_an_engine_without_seeds_gets_a_seeded_copy_of_the_learners_weights(toy,
 
 
 def test_the_printed_verdict_is_on_the_configured_ks():
-    from selfplay_core.loop.driver import verdict_lines
+    from selfplay_core.loop.recorder import verdict_lines
     from selfplay_core.state import RunState
 
     st = RunState(eval_start={"a": [16, 2], "b": [16, 0]}, eval_end={"a": [16, 4], "b": [16, 1]})
