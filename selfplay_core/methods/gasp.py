@@ -16,25 +16,16 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from selfplay_core import dynamic_goalposts as dynamic
 from selfplay_core import rewards
 from selfplay_core import stages as S
-from selfplay_core.dynamic_goalposts import DynamicState, update as dynamic_update
-from selfplay_core.frozen import FrozenConfig
+from selfplay_core.dynamic_goalposts import DynamicGoalpostsConfig
 from selfplay_core.goalpost_view import require_privileged
 from selfplay_core.methods.band_rewards import BandReward
 from selfplay_core.methods.base import Method, MethodConfig, register
 from selfplay_core.methods.judges import JudgedRound, JudgeSection
 from selfplay_core.methods.rounds import DescribedRound
-from selfplay_core.records import Anchor, IterationLog, Proposal
-
-
-class DynamicGoalpostsConfig(FrozenConfig):
-    """Dynamic goalposts (selfplay_core/dynamic_goalposts.py): a goalpost solved (pass@k > 0 at
-    eval.goalpost_k) at `solved_checks` consecutive goalpost checks stops anchoring lemmas and
-    the next-hardest unsolved candidate (the mining's reserve) takes its place."""
-
-    # Consecutive goalpost checks a goalpost must be solved at before it is replaced.
-    solved_checks: int = Field(2, ge=1)
+from selfplay_core.records import Anchor, Proposal
 
 
 class GASPConfig(MethodConfig):
@@ -52,6 +43,7 @@ class GASPConfig(MethodConfig):
     # Ablations: None = lemma -> lift; "medium"/"hard" = one step straight from the goalpost
     # with the lemma / lift band.
     one_step: Literal["medium", "hard"] | None = None
+    # Goalposts solved at consecutive checks are replaced (selfplay_core/dynamic_goalposts.py).
     # None: the goalposts stay fixed.
     dynamic_goalposts: DynamicGoalpostsConfig | None = None
     # A judge of each lemma and lift (guide, code, gradient): its weight scales the in-band
@@ -139,37 +131,16 @@ class GASP(Method):
     def setup(self, ctx) -> None:
         if self.judge is not None:
             self.judge.setup(ctx)
-        # dynamic goalposts
-        if self.config.dynamic_goalposts is not None and "dynamic_goalposts" not in ctx.state.method_state:
-            ctx.state.method_state["dynamic_goalposts"] = DynamicState(
-                active=[g.id for g in ctx.goalposts],
-                reserve=[p.id for p in ctx.world.goalpost_reserve]).to_json()
-            ctx.state.method_state["dynamic_checks_seen"] = 1   # the starting model's row
+        if self.config.dynamic_goalposts is not None:
+            dynamic.start(ctx)
 
     def goalpost_anchors(self, ctx) -> list[Anchor]:
         """The iteration's goalposts: drawn from the fixed set, or from the dynamic active set
         after applying the latest goalpost check to it."""
-        k = self.config.goalposts_per_iteration
-        dyn = self.config.dynamic_goalposts
+        k, dyn = self.config.goalposts_per_iteration, self.config.dynamic_goalposts
         if dyn is None:
             return ctx.goalpost_anchors(k)
-        ms = ctx.state.method_state
-        st = DynamicState.from_json(ms["dynamic_goalposts"])
-        rows, labels = ctx.state.goalpost_rows, ctx.state.goalpost_labels
-        if len(rows) > ms["dynamic_checks_seen"]:
-            row, label = rows[-1], labels[-1]
-            solved = {g: row[j] > 0 for j, g in enumerate(ctx.state.goalpost_ids) if g in st.active}
-            extra = [g for g in st.active if g not in solved]
-            if extra:  # promoted goalposts are outside the tracked set: check them here
-                pool = {p.id: p for p in ctx.world.goalpost_pool}
-                res = S.solve(ctx.engine, ctx.executor, [pool[g] for g in extra],
-                              ctx.config.eval.goalpost_k, S.student_sampling(ctx))
-                solved.update({g: r.c > 0 for g, r in zip(extra, res)})
-            st, _, _ = dynamic_update(st, solved, dyn.solved_checks, label)
-            ms["dynamic_goalposts"] = st.to_json()
-            ms["dynamic_checks_seen"] = len(rows)
-        pool = {p.id: p for p in ctx.world.goalpost_pool}
-        return ctx.goalpost_anchors(k, [pool[g] for g in st.active if g in pool])
+        return ctx.goalpost_anchors(k, dynamic.active_goalposts(ctx, dyn))
 
     def lift_parents(self, ctx, lemmas: list[Proposal]) -> list[Anchor]:
         """The accepted lemmas, shown without their goalpost; earlier lemmas from the buffer when
@@ -182,11 +153,7 @@ class GASP(Method):
         return parents[:k]
 
     def student_batch(self, ctx, proposals, log, call):
-        ms = ctx.state.method_state.get("dynamic_goalposts")
-        if ms:
-            log.add(**{"goalposts/dynamic/active": len(ms["active"]),
-                       "goalposts/dynamic/retired": len(ms["retired"]),
-                       "goalposts/dynamic/promoted": len(ms["promoted"])})
+        dynamic.log_counts(ctx, log)
         proposals = [p for p in proposals if not p.extra.get("gated")]  # a judge's gate
         student = S.student_tasks(ctx, proposals, log)
         if ctx.config.student.replay_tasks_per_iteration:
