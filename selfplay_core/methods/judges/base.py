@@ -11,15 +11,21 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import ConfigDict
+
 from selfplay_core import stages as S
 from selfplay_core.frozen import FrozenConfig
 from selfplay_core.methods.band_rewards import BandReward, GuidedBandReward
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.records import IterationLog, Proposal
+from selfplay_core.registry import titled_by_name
 
 
 class JudgeConfig(FrozenConfig):
     """A judge's config section (`method.judge`); `name` picks the judge."""
+
+    # the run form offers each judge under its name
+    model_config = ConfigDict(json_schema_extra=titled_by_name)
 
     # Whether the judge reads each goalpost's reference program (then the run must be the
     # privileged ablation, method.privileged_sighted_teacher: true).

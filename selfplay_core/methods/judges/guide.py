@@ -8,17 +8,21 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from selfplay_core.methods.guide_judge import (GuideConfig, guide_weight, judge_proposals, load_guide,
                                                oracle_accuracy)
 from selfplay_core.methods.judges.base import Judge, JudgeConfig
 from selfplay_core.records import IterationLog, Proposal
+from selfplay_core.registry import titled_by_name
 
 
 class GuideJudgeConfig(GuideConfig, JudgeConfig):
     """The Guide's normalised score (R_guide / 8, or its relevance / 5) scales the lemma/lift
     band reward and can gate the student batch."""
+
+    # the run form titles it by its name (GuideConfig, first among its bases, has no such rule)
+    model_config = ConfigDict(json_schema_extra=titled_by_name)
 
     # The judge: a frozen copy of the start weights reviews each proposal against its goalpost.
     name: Literal["guide"] = "guide"
