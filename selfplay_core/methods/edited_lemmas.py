@@ -1,14 +1,17 @@
-"""GASP with executor-edited lemmas, method `gasp-edit`: the executor writes the lemma's program:
-it deletes one statement of the goalpost's reference
-(`program_edits.statement_deletions`), forces that program into the teacher's output in the
-teacher's solution-first order, and the teacher writes only the question that describes it and
-the test inputs.
+"""GASP with executor-edited lemmas, method `gasp-edit`: the executor writes each lemma's program
+by deleting one statement of the goalpost's reference (`program_edits.statement_deletions`),
+forces that program into the teacher's output in the teacher's solution-first order, and the
+teacher writes only the question that describes it and the test inputs. Lifts are GASP's.
 
 Everything after `propose` is the described round's: the sandbox runs the edited program as the
 reference (a deletion that breaks on the teacher's inputs is rejected like any reference), the
 student's pass rate is scored by the lemma band, and the toy world's fidelity diagnostic reads
 the question against the program. The teacher's rollout is its completion alone: the forced
 program sits in the prompt (`Proposal.prefix`), so the teacher learns to describe, not to copy.
+
+It reads each goalpost's reference program, so it runs only as the privileged ablation
+(`method.privileged_sighted_teacher: true`, configs/gasp-edit-tiny-cpu.yaml). No judge: a
+deleted statement is a one-line edit by construction.
 """
 
 from __future__ import annotations
