@@ -51,7 +51,7 @@ def teacher_rows(engine, executor, groups: dict, temperature: float, max_new_tok
 
 
 def describe_rows(engine, executor, groups: dict, temperature: float, max_new_tokens: int) -> list[str]:
-    """GASP's executor-edited lemma (`method.lemma_program=statement_deletion`): per source, one
+    """GASP's executor-edited lemma (method `gasp-edit`): per source, one
     of its statement deletions that is a toy task, forced as the loop forces it, and the
     teacher's question for it read against that program."""
     from selfplay_core.toyworld.role_quality import edit_description_quality

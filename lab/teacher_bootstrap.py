@@ -72,7 +72,7 @@ def measure(model, tokenizer, ex, world, args) -> dict:
                                max_new_tokens=args.teacher_tokens)
         row[kind] = q.shares()
     # GASP's executor-edited lemma on the pool's deepest goalposts: the question for a forced
-    # statement deletion of the goalpost's program (method.lemma_program=statement_deletion).
+    # statement deletion of the goalpost's program (method gasp-edit).
     depth = args.deep_depth if args.deep_pool else 4
     deep = [p for p in world.goalpost_pool.tasks if p.depth == depth]
     q = edit_description_quality(engine, ex, rng.sample(deep, min(n, len(deep))),

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 # The registered methods (selfplay_core.methods.registered(); a test keeps the two equal),
 # spelled out so that `selfplay --help` does not import every method (a second of start-up).
 # The last two are the toy world's oracle arms (registered by its plug-in).
-METHODS = ("gasp", "gasp+rlvr", "azr", "rlvr", "sgs", "compassplay", "r-zero", "spice", "star",
+METHODS = ("gasp", "gasp+rlvr", "gasp-edit", "azr", "rlvr", "sgs", "compassplay", "r-zero", "spice", "star",
            "oracle-curriculum", "oracle-filter")
 
 

@@ -5,8 +5,9 @@ dropped). 1.0 = the same lines in the same order; a one-line edit of an n-line p
 2(n - 1) / (2n - 1) (a line removed or added) or (n - 1) / n (a line changed).
 
 Why lines: an easier or harder variant of a program keeps most of its statements; a proposal that
-drifts (changes constants, reorders, drops several steps) keeps fewer. GASP x code relevance
-(`method.code_relevance`) scales the in-band teacher reward by it and can gate the student batch.
+drifts (changes constants, reorders, drops several steps) keeps fewer. GASP's code judge
+(`method.judge: {name: code}`, methods/judges/code.py) scales the in-band teacher reward by it
+and can gate the student batch.
 """
 
 from __future__ import annotations

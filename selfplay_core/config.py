@@ -23,6 +23,7 @@ from selfplay_core.engines.gpu_config import QWEN25_CODER, BatchShape, GPUConfig
 from selfplay_core.config_errors import ConfigError  # noqa: F401 (re-exported)
 from selfplay_core.frozen import FrozenConfig
 from selfplay_core.methods import MethodConfig, registered
+from selfplay_core.registry import form_friendly_union
 from selfplay_core.rl.config import LearnerConfig
 from selfplay_core.sandbox.config import SandboxConfig
 from selfplay_core.storage.config import parse_uri
@@ -300,16 +301,6 @@ class GPUPlanConfig(FrozenConfig):
     model_shape: str = Field("7b", description="a Qwen2.5-Coder shape: 0.5b, 1.5b, 7b")
 
 
-def form_friendly_union(schema: dict) -> None:
-    """A discriminated union's JSON schema as `anyOf` (each choice a form of its own), not
-    `oneOf` + `discriminator`: the Prefect UI renders `anyOf` as a choice of forms but shows a
-    raw JSON editor for `oneOf`. Validation still dispatches on the discriminator; only the
-    schema a form is drawn from changes."""
-    if "oneOf" in schema:
-        schema["anyOf"] = schema.pop("oneOf")
-        schema.pop("discriminator", None)
-
-
 def _method_section():
     """The union of the registered methods' config classes, told apart by `name`."""
     configs = tuple(dict.fromkeys(cls.Config for cls in registered().values()))
@@ -518,29 +509,52 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def _section_model(annotation):
-    """The pydantic model a field holds (through `X | None`), or None for a plain value."""
+def _section_models(annotation) -> list:
+    """The pydantic models a field holds (through `X | None` and unions)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return next((m for m in map(_section_model, get_args(annotation)) if m is not None), None)
+        return [annotation]
+    return [m for a in get_args(annotation) for m in _section_models(a)]
 
 
-def _keys_at(path: list[str], data: dict) -> list[str]:
-    """The keys of the section at `path` (the method and world sections: the chosen one's keys)."""
-    model = RunConfig
+def _section_model(annotation, name: str | None = None):
+    """The pydantic model a field holds (of a union of sections told apart by `name`, the one
+    named so), or None for a plain value."""
+    models = _section_models(annotation)
+    named = [m for m in models if name is not None and getattr(m.model_fields.get("name"), "default", None) == name]
+    return (named or models or [None])[0]
+
+
+def _model_at(path: list[str], data: dict):
+    """The section model at `path` (the method and world sections, and a union inside a section
+    such as method.judge: the one the input names), or None for a plain value or no key."""
+    model, node = RunConfig, data
     for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
         if model is RunConfig and part in UNION_SECTIONS:
-            section = data.get(part, {})
-            name = section if isinstance(section, str) else (section or {}).get(
+            name = node if isinstance(node, str) else (node or {}).get(
                 "name", RunConfig.model_fields[part].default.name)
             members = UNION_SECTIONS[part]()
             model = members[name].Config if name in members else None
         else:
             field = model.model_fields.get(part)
-            model = _section_model(field.annotation) if field is not None else None
+            model = _section_model(field.annotation, node.get("name") if isinstance(node, dict) else None) \
+                if field is not None else None
         if model is None:
-            return []
-    return list(model.model_fields)
+            return None
+    return model
+
+
+def _keys_at(path: list[str], data: dict) -> list[str]:
+    """The keys of the section at `path` (the method and world sections: the chosen one's keys)."""
+    model = _model_at(path, data)
+    return list(model.model_fields) if model is not None else []
+
+
+def _field_at(path: list[str], data: dict):
+    """The annotation of the field at `path` (None where there is none)."""
+    model = _model_at(path[:-1], data) if path else None
+    field = model.model_fields.get(path[-1]) if model is not None else None
+    return field.annotation if field is not None else None
 
 
 def _unknown_key(loc: list[str], data: dict) -> str:
@@ -558,6 +572,19 @@ def _unknown_key(loc: list[str], data: dict) -> str:
     return f"unknown key; {hint} (`selfplay run --dry-run` prints every key)"
 
 
+def _drop_nested_tags(loc: list[str], data: dict) -> list[str]:
+    """`method.judge.gate`, not `method.judge.guide.gate`: pydantic puts the tag of a union
+    inside a section into the location; a part that is no key of the input there, but the
+    `name` of the section it is in, is that tag."""
+    out, node = [], data
+    for part in loc:
+        if isinstance(node, dict) and part not in node and node.get("name") == part and out:
+            continue
+        out.append(part)
+        node = node.get(part) if isinstance(node, dict) else None
+    return out
+
+
 def _format(e: ValidationError, where: str, data: dict | None = None) -> str:
     parts = []
     for err in e.errors():
@@ -565,14 +592,26 @@ def _format(e: ValidationError, where: str, data: dict | None = None) -> str:
         tag = None
         if len(loc) > 1 and loc[0] in UNION_SECTIONS and loc[1] in UNION_SECTIONS[loc[0]]():
             tag = loc.pop(1)   # the union's tag: `method.task_types`, not `method.azr.task_types`
+        loc = _drop_nested_tags(loc, data or {})
         msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found") and not (tag is None and len(loc) == 1):
+            # a union inside a section (method.judge): its choices are in pydantic's context
+            choices = ", ".join(str(getattr(m.model_fields.get("name"), "default", "")) for m in
+                                _section_models(_field_at(loc, data or {})))
+            given = err.get("ctx", {}).get("tag")
+            msg = f"unknown name {given!r}; one of {choices}" if given is not None else \
+                f"needs its `name`: one of {choices}"
+        elif err["type"] == "extra_forbidden":
             msg = _unknown_key(loc, data or {})
             owners = [n for n, c in UNION_SECTIONS[loc[0]]().items()
                       if len(loc) == 2 and loc[1] in c.Config.model_fields] if tag else []
             if owners:   # a key of another member of the union (world.data on the toy world)
                 msg = msg.replace("unknown key", f"unknown key (a key of {loc[0]} {owners[0]!r}; "
                                   f"this run's {loc[0]} is {tag!r})", 1)
+            # a key an older config had, and where it went (a section's `moved_keys`)
+            moved = getattr(UNION_SECTIONS[loc[0]]()[tag].Config, "moved_keys", {}) if tag and len(loc) == 2 else {}
+            if loc[-1] in moved:
+                msg = f"no longer a key; write {moved[loc[-1]]} instead"
         elif err["type"] == "union_tag_invalid":
             msg = (f"unknown {loc[0]} {err['ctx']['tag']!r}; one of "
                    f"{', '.join(UNION_SECTIONS[loc[0]]())}")

@@ -5,13 +5,28 @@ its place. The reserve is ordered from the easiest unsolved candidate to the har
 orders it: frontier candidates by their best lemma's pass rate, then the candidates that had
 no lemma in band), so each promotion is the next-hardest goalpost still unsolved.
 
-Pure state and one pure update, so the rule has table tests; the loop saves the state in the
-run state and logs retirements and promotions.
+Pure state and one pure update, so the rule has table tests; below them, the run's side that
+GASP calls (`method.dynamic_goalposts`): the state lives in the run state's method_state (so a
+resume continues it), each iteration's goalposts are the active ones after the latest goalpost
+check is applied, and the counts are logged (`goalposts/dynamic/*`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+from pydantic import Field
+
+from selfplay_core.frozen import FrozenConfig
+
+
+class DynamicGoalpostsConfig(FrozenConfig):
+    """A goalpost solved (pass@k > 0 at eval.goalpost_k) at `solved_checks` consecutive goalpost
+    checks stops anchoring lemmas and the next-hardest unsolved candidate (the mining's reserve)
+    takes its place."""
+
+    # Consecutive goalpost checks a goalpost must be solved at before it is replaced.
+    solved_checks: int = Field(2, ge=1)
 
 
 @dataclass
@@ -65,3 +80,45 @@ def update(state: DynamicState, solved: dict[str, bool], solved_checks: int, lab
     for g in out:
         streak.pop(g, None)
     return DynamicState(active, reserve, streak, retired, promoted), out, new_ids
+
+
+# ---- the run's side (GASP's `method.dynamic_goalposts`) ------------------------------------------
+
+def start(ctx) -> None:
+    """The first state, from the run's goalposts and the world's reserve (kept on resume)."""
+    ms = ctx.state.method_state
+    if "dynamic_goalposts" not in ms:
+        ms["dynamic_goalposts"] = DynamicState(active=[g.id for g in ctx.goalposts],
+                                               reserve=[p.id for p in ctx.world.goalpost_reserve]).to_json()
+        ms["dynamic_checks_seen"] = 1   # the starting model's row
+
+
+def active_goalposts(ctx, config: DynamicGoalpostsConfig) -> list:
+    """The active goalposts (Problems) after applying the latest goalpost check to the state."""
+    from selfplay_core import stages as S
+
+    ms = ctx.state.method_state
+    st = DynamicState.from_json(ms["dynamic_goalposts"])
+    rows, labels = ctx.state.goalpost_rows, ctx.state.goalpost_labels
+    pool = {p.id: p for p in ctx.world.goalpost_pool}
+    if len(rows) > ms["dynamic_checks_seen"]:
+        row, label = rows[-1], labels[-1]
+        solved = {g: row[j] > 0 for j, g in enumerate(ctx.state.goalpost_ids) if g in st.active}
+        extra = [g for g in st.active if g not in solved]
+        if extra:  # promoted goalposts are outside the tracked set: check them here
+            res = S.solve(ctx.engine, ctx.executor, [pool[g] for g in extra],
+                          ctx.config.eval.goalpost_k, S.student_sampling(ctx))
+            solved.update({g: r.c > 0 for g, r in zip(extra, res)})
+        st, _, _ = update(st, solved, config.solved_checks, label)
+        ms["dynamic_goalposts"] = st.to_json()
+        ms["dynamic_checks_seen"] = len(rows)
+    return [pool[g] for g in st.active if g in pool]
+
+
+def log_counts(ctx, log) -> None:
+    """goalposts/dynamic/{active,retired,promoted}, when the run has dynamic goalposts."""
+    ms = ctx.state.method_state.get("dynamic_goalposts")
+    if ms:
+        log.add(**{"goalposts/dynamic/active": len(ms["active"]),
+                   "goalposts/dynamic/retired": len(ms["retired"]),
+                   "goalposts/dynamic/promoted": len(ms["promoted"])})

@@ -1,5 +1,5 @@
-"""Edits of a reference program that the executor makes, not the model: GASP's lemma round with
-`method.lemma_program: statement_deletion` takes a goalpost's reference, deletes one statement,
+"""Edits of a reference program that the executor makes, not the model: the lemma round of method
+`gasp-edit` (methods/edited_lemmas.py) takes a goalpost's reference, deletes one statement,
 and asks the teacher only to describe the edited program (question and inputs).
 
 Why: on the toy world's deep pool the teacher writes a true one-step lemma for at most 5 of 37

@@ -17,6 +17,16 @@ def titled_by_name(schema: dict, cls) -> None:
         schema["title"] = field.default
 
 
+def form_friendly_union(schema: dict) -> None:
+    """A discriminated union's JSON schema as `anyOf` (each choice a form of its own), not
+    `oneOf` + `discriminator`: the Prefect UI renders `anyOf` as a choice of forms but shows a
+    raw JSON editor for `oneOf`. Validation still dispatches on the discriminator; only the
+    schema a form is drawn from changes."""
+    if "oneOf" in schema:
+        schema["anyOf"] = schema.pop("oneOf")
+        schema.pop("discriminator", None)
+
+
 class Registry(Generic[T]):
     def __init__(self, kind: str, config_base: type):
         self.kind, self.config_base = kind, config_base

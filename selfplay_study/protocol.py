@@ -172,7 +172,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # one-step variants of their parent) and before any run of it.
     Arm(name="gasp-guide-relevance", label="GASP x Guide, relevance only",
         config="gasp-guide-tiny-cpu.yaml",
-        overrides=("method.guide.score=relevance", "method.guide.gate=0.4"), kind="ablation",
+        overrides=("method.judge.score=relevance", "method.judge.gate=0.4"), kind="ablation",
         note="GASP; in-band rewards times the Guide's relevance to the goalpost / 5, proposals "
              "below relevance 2 of 5 kept from the student (R_guide is 0 for every depth-4 "
              "proposal, the depth of an on-path lift)",
@@ -182,7 +182,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # variants; its lemmas drift from the goalpost's program: constants changed, two steps
     # dropped), before any run of it: a judge that reads code alone, no model, no oracle.
     Arm(name="gasp-code-relevance", label="GASP x code relevance",
-        config="tiny-cpu.yaml", overrides=(SIGHTED, "method.code_relevance={power: 4, gate: 0.85}"),
+        config="tiny-cpu.yaml", overrides=(SIGHTED, "method.judge={name: code, power: 4, gate: 0.85}"),
         kind="ablation",
         note="GASP; in-band rewards times (line similarity of the proposal's program to its "
              "parent's)^4, proposals below similarity 0.85 (or copies) kept from the student",
@@ -193,8 +193,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # 5 of 37 deep goalposts in 16 samples) and a scratch probe (executor edits cover 6 of 15
     # goalposts a solution-first teacher still fails, free lemmas 0), before any run of it.
     Arm(name="gasp-edit", label="GASP, lemma programs edited by the executor",
-        config="tiny-cpu.yaml", overrides=(SIGHTED, "method.lemma_program=statement_deletion"),
-        kind="ablation",
+        config="gasp-edit-tiny-cpu.yaml", kind="ablation",
         note="GASP; each lemma's program is its goalpost's reference with one statement deleted "
              "(the executor's edit), the teacher writes the question and inputs for it; lifts "
              "and rewards as GASP",
@@ -202,8 +201,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # Added 5 Dec 2026 after the gasp-edit study (per iteration of 10 edit lemmas 4.8 failed in
     # the sandbox and 2.2 repeated an earlier deletion), before any run of it.
     Arm(name="gasp-edit-screened", label="GASP, executor-edited lemmas, screened",
-        config="tiny-cpu.yaml",
-        overrides=(SIGHTED, "method.lemma_program=statement_deletion", "method.edit_screen=true"),
+        config="gasp-edit-tiny-cpu.yaml", overrides=("method.edit_screen=true",),
         kind="ablation",
         note="gasp-edit; the executor keeps deletions that run on the goalpost's tests and change "
              "an output, and draws ones not yet in the buffer first",
@@ -268,7 +266,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
         label="GASP loop, separate teacher trained x code relevance, student band [0.1, 0.7]",
         config="tiny-cpu.yaml",
         overrides=(SIGHTED, "teacher.model=runs/de-edit/model", "teacher.train=true",
-                   "student.train_band=[0.1, 0.7]", "method.code_relevance={power: 4, gate: 0.85}"),
+                   "student.train_band=[0.1, 0.7]", "method.judge={name: code, power: 4, gate: 0.85}"),
         kind="ablation",
         note="gasp-trained-teacher-band, with the band reward times the line similarity of the "
              "proposal's program to its parent's to the 4th power, and proposals below 0.85 kept "
@@ -279,7 +277,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # the Guide nor code similarity gives GASP a relevance signal), before any run of it: the
     # model's own gradients judge whether a proposal is a step toward its goalpost.
     Arm(name="gasp-grad-relevance", label="GASP x gradient relevance",
-        config="tiny-cpu.yaml", overrides=(SIGHTED, "method.gradient_relevance={gate: 0.0}"),
+        config="tiny-cpu.yaml", overrides=(SIGHTED, "method.judge={name: gradient, gate: 0.0}"),
         kind="ablation",
         note="GASP; in-band rewards times max(0, cos) / the round's largest cosine, cos = cosine "
              "of the student's gradient on the proposal with the gradient toward its goalpost's "
@@ -291,7 +289,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # (it grew: proposals with p = 0 or 1 are not judged, so not capped; docs/methods.md).
     Arm(name="gasp-grad-wide", label="GASP x gradient relevance, 2x proposals, top 5 to the student",
         config="tiny-cpu.yaml",
-        overrides=(SIGHTED, "method.gradient_relevance={gate: 0.0, student_top: 5}", "method.proposals_per_anchor=4"),
+        overrides=(SIGHTED, "method.judge={name: gradient, gate: 0.0, student_top: 5}", "method.proposals_per_anchor=4"),
         kind="ablation",
         note="gasp-grad-relevance with 4 proposals per goalpost and per lemma (GASP's 2), of which "
              "at most the 5 most aligned per round (cos > 0) reach the student: the judge selects "
@@ -303,7 +301,7 @@ DEFAULT_ARMS: tuple[Arm, ...] = (
     # p = 0 / 1 proposals (never judged) included. A per-prompt baseline makes the update the judged one.
     Arm(name="gasp-grad-prompt", label="GASP x gradient relevance, per-prompt student baseline",
         config="tiny-cpu.yaml",
-        overrides=(SIGHTED, "method.gradient_relevance={gate: 0.0}", "method.advantage=trr++_prompt"),
+        overrides=(SIGHTED, "method.judge={name: gradient, gate: 0.0}", "method.advantage=trr++_prompt"),
         kind="ablation",
         note="gasp-grad-relevance with trr++_prompt: each student sample's baseline is its own "
              "task's mean, so the student's step on a proposal is the direction the judge scored "

@@ -51,7 +51,7 @@ BAD = [
     (["learner.lr=-1"], "learner.lr"),
     (["student.batch_size=12", "student.samples_per_task=8"], "student.batch_size (12) must be divisible"),
     (["method.lemma_band=[0.8, 0.2]"], "method: lemma_band must satisfy"),
-    (["method=nonsense"], "method: unknown method 'nonsense'; one of azr, compassplay, gasp, gasp+rlvr, rlvr, r-zero, sgs, spice, star"),
+    (["method=nonsense"], "method: unknown method 'nonsense'; one of azr, compassplay, gasp, gasp+rlvr, gasp-edit, rlvr, r-zero, sgs, spice, star"),
     (["method.references=3"], "method.references: unknown key"),          # an AZR key under gasp
     (["method=azr", "method.lemma_band=[0.3, 0.7]"], "method.lemma_band: unknown key"),
     (["method.advantage=ppo"], "method.advantage"),
@@ -66,6 +66,11 @@ BAD = [
     (["world.name=lcb", "world.eval_sets=[lcb, apps]"], "world: eval_sets: unknown set 'apps'"),
     (["world.data=/x.jsonl"], "world.data: unknown key (a key of world 'lcb'; this run's world is 'toy')"),
     (["engine.vllm_url=localhost:8000"], "engine.vllm_url must look like http://HOST:PORT"),
+    # GASP's judges are one slot: the old keys name the new spelling; the slot names its choices
+    (["method.guide={gate: 0.5}"], "config: method.guide: no longer a key; write method.judge: {name: guide, ...} instead"),
+    (["method.code_relevance={power: 4}"], "method.code_relevance: no longer a key; write method.judge: {name: code, ...}"),
+    (["method.judge={gate: 0.5}"], "method.judge: needs its `name`: one of guide, code, gradient"),
+    (["method.judge={name: guide, gate: 2}"], "method.judge.gate: Input should be less than or equal to 1 (got 2)"),
 ]
 
 

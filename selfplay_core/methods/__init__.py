@@ -1,6 +1,8 @@
 """Self-play methods: one file each, registered by name (see `methods.base` for the interface).
 
-    gasp        goalposts -> lemma -> lift (GASP); `gasp+rlvr` adds real tasks to the student batch
+    gasp        goalposts -> lemma -> lift (GASP); `gasp+rlvr` adds real tasks to the student batch;
+                optional judges of each proposal (`judges/`)
+    gasp-edit   GASP whose lemma programs are the executor's statement deletions (privileged)
     azr         unguided deduction / abduction / induction (Absolute Zero)
     rlvr        real training tasks only
     sgs         Self-Guided Self-Play: Conjecturer on unsolved targets, frozen Guide, REINFORCE½
@@ -18,7 +20,7 @@ its `name`. Adding a method: a file here with its `MethodConfig` subclass and it
 `Method` subclass, and its import below.
 """
 
-from selfplay_core.methods import azr, compassplay, gasp, rlvr, rzero, sgs, spice, star  # noqa: F401  (each registers its method)
+from selfplay_core.methods import azr, compassplay, edited_lemmas, gasp, rlvr, rzero, sgs, spice, star  # noqa: F401  (each registers its method)
 from selfplay_core.methods.base import Method, MethodConfig, Round, method_for, register, registered
 
 __all__ = ["Method", "MethodConfig", "Round", "method_for", "register", "registered"]

@@ -1,22 +1,31 @@
-"""GASP's lemma round when the executor writes the lemma's program (`method.lemma_program:
-statement_deletion`): it deletes one statement of the goalpost's reference
-(`program_edits.statement_deletions`), forces that program into the teacher's output in the
-teacher's solution-first order, and the teacher writes only the question that describes it and
-the test inputs.
+"""GASP with executor-edited lemmas, method `gasp-edit`: the executor writes each lemma's program
+by deleting one statement of the goalpost's reference (`program_edits.statement_deletions`),
+forces that program into the teacher's output in the teacher's solution-first order, and the
+teacher writes only the question that describes it and the test inputs. Lifts are GASP's.
 
 Everything after `propose` is the described round's: the sandbox runs the edited program as the
 reference (a deletion that breaks on the teacher's inputs is rejected like any reference), the
 student's pass rate is scored by the lemma band, and the toy world's fidelity diagnostic reads
 the question against the program. The teacher's rollout is its completion alone: the forced
 program sits in the prompt (`Proposal.prefix`), so the teacher learns to describe, not to copy.
+
+It reads each goalpost's reference program, so it runs only as the privileged ablation
+(`method.privileged_sighted_teacher: true`, configs/gasp-edit-tiny-cpu.yaml). No judge: a
+deleted statement is a one-line edit by construction.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Literal
+
+from pydantic import model_validator
 
 from selfplay_core import stages as S
 from selfplay_core.config_errors import ConfigError
+from selfplay_core.goalpost_view import require_privileged
+from selfplay_core.methods.base import register
+from selfplay_core.methods.gasp import GASP, GASPConfig
 from selfplay_core.methods.rounds import DescribedRound
 from selfplay_core.program_edits import (EDIT_AXIS as AXIS, budget_after_forced, forced_program,
                                          statement_deletions)
@@ -108,7 +117,41 @@ def check_editable(goalposts) -> None:
     run stops before it starts (a lemma round without anchors trains nothing, silently). The
     share that can be edited is logged each iteration (`teacher/lemma/editable_anchors`)."""
     if goalposts and not any(statement_deletions((g.metadata or {}).get("reference", "")) for g in goalposts):
-        raise ConfigError(f"method.lemma_program=statement_deletion: none of the {len(goalposts)} "
-                          f"goalposts (e.g. {goalposts[0].id}) has a reference program with a "
-                          "statement to delete (a def f with two or more statements): use goalposts "
-                          "with reference solutions or method.lemma_program=teacher")
+        raise ConfigError(f"method gasp-edit: none of the {len(goalposts)} goalposts (e.g. "
+                          f"{goalposts[0].id}) has a reference program with a statement to delete "
+                          "(a def f with two or more statements): use goalposts with reference "
+                          "solutions or method gasp")
+
+
+class GASPEditConfig(GASPConfig):
+    name: Literal["gasp-edit"] = "gasp-edit"
+    # Run each deletion on the goalpost's tests first and keep those that run and change an
+    # output; draw deletions not yet in the buffer before repeats.
+    edit_screen: bool = False
+
+    @model_validator(mode="after")
+    def _edited_lemmas(self):
+        require_privileged(self, "method gasp-edit")
+        if self.one_step is not None:
+            raise ValueError("method gasp-edit edits the lemma round's programs; method.one_step "
+                             "has no lemma round: set one of them")
+        if self.judge is not None:
+            raise ValueError("method gasp-edit with method.judge is not built: a deleted statement "
+                             "is a one-line edit by construction; drop the judge")
+        return self
+
+
+@register
+class GASPEdit(GASP):
+    """GASP whose lemma programs are the executor's statement deletions of the goalpost's
+    reference, described by the teacher; lifts are GASP's."""
+
+    Config = GASPEditConfig
+
+    def lemma_round(self, ctx, goalposts, band) -> DescribedRound:
+        return StatementDeletionRound("lemma", goalposts, "easier", self.config.proposals_per_anchor,
+                                      band, screen=self.config.edit_screen)
+
+    def setup(self, ctx) -> None:
+        check_editable(ctx.goalposts)
+        super().setup(ctx)

@@ -1,4 +1,4 @@
-"""The frozen Guide that SGS (and GASP x Guide) consult: a copy of the initial policy, loaded once
+"""The frozen Guide that SGS (and GASP's Guide judge, `judges/guide.py`) consult: a copy of the initial policy, loaded once
 per run (`Method.setup`), that judges each accepted proposal against the target it was written
 for (`roles.guide`: relevance 0-5, redundancy 0/1, complexity 0-4). Its judgments become
 R_guide (`rewards.r_guide`); one it does not answer in the expected format scores 0 and is
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Sequence
 
 from pydantic import Field
 
@@ -30,8 +30,7 @@ log = logging.getLogger(__name__)
 
 
 class GuideConfig(FrozenConfig):
-    """The frozen Guide of a method (SGS's `method.guide`, GASP's `method.guide`)."""
-
+    """The frozen Guide of a method (SGS's `method.guide`, GASP's `method.judge: {name: guide}`)."""
 
     # "toy": the toy world's layout (### Target / ### Proposal / ### Solution / ### Review);
     # "code": a prompt for real code problems (roles.guide.CODE_GUIDE_PROMPT); or a file with
@@ -53,24 +52,6 @@ class GuideConfig(FrozenConfig):
             raise ValueError(f"{where}.vllm_url: the frozen Guide of a vLLM run is a second server "
                              "serving the start weights (e.g. `selfplay vllm-serve MODEL --port "
                              f"8001`); set {where}.vllm_url to it")
-
-
-class GASPGuideConfig(GuideConfig):
-    """GASP x Guide (`method.guide` of GASP): the Guide's normalised score (R_guide / 8, or its
-    relevance / 5) scales the lemma/lift band reward and can gate the student batch."""
-
-    # r_guide: SGS's R_guide / 8. It is 0 at complexity >= 3 (a depth-4 toy task), which is the
-    # depth of a lift one step above a depth-3 lemma, i.e. the on-path lift of most goalposts:
-    # SGS asks for easier problems, GASP's lifts are harder by design. relevance: the Guide's
-    # relevance to the goalpost alone / 5 (unreadable judgment: 0), blind to the direction.
-    score: Literal["r_guide", "relevance"] = "r_guide"
-
-    # multiply: an in-band (positive) reward times the normalised Guide score; none: the Guide
-    # only gates.
-    reward: Literal["multiply", "none"] = "multiply"
-    # Proposals whose normalised Guide score is below `gate` do not reach the student (their
-    # teacher reward is unchanged by the gate). None: no gate.
-    gate: float | None = Field(None, ge=0, le=1)
 
 
 class FrozenGuide:

@@ -104,7 +104,7 @@ def edited_task_deletions(src: Task) -> list[tuple[str, Task]]:
 def edit_description_example(src: Task, rng: random.Random, n_inputs: int,
                              exclusion: "Exclusion") -> str | None:
     """A teacher example in exactly the text GASP's executor-edited lemma round builds
-    (`method.lemma_program=statement_deletion`): the lemma prompt for `src`, the program made by
+    (method `gasp-edit`): the lemma prompt for `src`, the program made by
     deleting one of its statements written first, then the question that describes *that*
     program and inputs for it. It teaches the one thing that round asks of the teacher,
     describing a given program, which the solution-first pairs teach only for the true variants

@@ -95,7 +95,7 @@ def _grade(q: TeacherQuality, executor, parsed: list, keys: Sequence, is_true) -
 
 def edit_description_quality(engine, executor, sources: Sequence[Task], temperature: float,
                              seed: int = 0, max_new_tokens: int = 192) -> TeacherQuality:
-    """GASP's executor-edited lemma (`method.lemma_program=statement_deletion`), one prompt per
+    """GASP's executor-edited lemma (method `gasp-edit`), one prompt per
     source: one of its statement deletions that is a toy task, forced as the loop forces it, and
     the teacher's question read against that program (`faithful`: the forced program does on the
     teacher's inputs what the question says; `true_variant`: faithful, and the question's task is

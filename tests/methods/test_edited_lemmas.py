@@ -1,4 +1,4 @@
-"""GASP with executor-edited lemmas (method.lemma_program=statement_deletion): the edits the
+"""GASP with executor-edited lemmas (method gasp-edit): the edits the
 executor makes (programs written out by hand), the forced program in the teacher's prompt and
 never in its trained completion, the sandbox's outputs for the edited reference (computed by
 hand), the config's refusals, and one real iteration on the committed toy model."""
@@ -7,16 +7,16 @@ import pytest
 
 from selfplay_core.config import ConfigError, load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.methods.edited_lemmas import StatementDeletionRound, forced_program
-from selfplay_core.methods.gasp import GASP, BandReward
+from selfplay_core.methods.edited_lemmas import GASPEdit, StatementDeletionRound, forced_program
+from selfplay_core.methods.gasp import BandReward
 from selfplay_core.problems import Problem
 from selfplay_core.program_edits import statement_deletions
 from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.rewards import r_lemma
 from selfplay_core.run_context import RunContext
 
-# These judges read the goalposts' reference programs: the privileged ablation only.
-SIGHTED = "method.privileged_sighted_teacher=true"
+# The method's config: gasp-edit reads the goalposts' reference programs, so it is privileged.
+EDIT = "configs/gasp-edit-tiny-cpu.yaml"
 
 THREE_STEPS = "def f(x):\n    x = x - 5\n    x = x % 7\n    x = x * 4\n    return x\n"
 
@@ -103,29 +103,38 @@ def test_the_sandbox_runs_the_edited_program_as_the_reference(executor):
     assert log.metrics["teacher/lemma/usable_edits"] == 3.0
 
 
-def test_gasp_takes_the_edited_lemma_round_and_refuses_what_it_cannot_combine():
-    cfg = load_config(None, [SIGHTED, "method.lemma_program=statement_deletion"])
+def test_gasp_edit_takes_the_edited_lemma_round_and_refuses_what_it_cannot_combine():
+    cfg = load_config(EDIT)
+    assert cfg.method.name == "gasp-edit" and not cfg.method.edit_screen
     ctx = RunContext(cfg)
     ctx.goalposts = [Problem("g1", "call", [], entry_point="f", prompt="q", metadata={"reference": THREE_STEPS})]
-    rounds = list(GASP(cfg.method).rounds(ctx, []))
+    rounds = list(GASPEdit(cfg.method).rounds(ctx, []))
     assert [type(r).__name__ for r in rounds] == ["StatementDeletionRound"]
-    assert rounds[0].per_anchor == cfg.method.proposals_per_anchor
-    for other in ("method.one_step=medium", "method.code_relevance={power: 4}", "method.guide={gate: 0.5}"):
-        with pytest.raises(Exception, match="lemma_program=statement_deletion"):
-            load_config(None, [SIGHTED, "method.lemma_program=statement_deletion", other])
-    with pytest.raises(Exception, match="lemma_program"):
-        load_config(None, ["method.lemma_program=mutate"])
+    assert rounds[0].per_anchor == cfg.method.proposals_per_anchor and not rounds[0].screen
+    assert list(GASPEdit(load_config(EDIT, ["method.edit_screen=true"]).method).rounds(ctx, []))[0].screen
+    for other, says in (("method.one_step=medium", "method.one_step has no lemma round"),
+                        ("method.judge={name: code, power: 4}", "drop the judge"),
+                        ("method.judge={name: guide, gate: 0.5}", "drop the judge")):
+        with pytest.raises(Exception, match=f"method gasp-edit .*{says}"):
+            load_config(EDIT, [other])
+    # it reads the goalposts' programs: the privileged ablation only
+    with pytest.raises(Exception, match="method gasp-edit reads each goalpost's reference program"):
+        load_config(EDIT, ["method.privileged_sighted_teacher=false"])
+    # the screen is gasp-edit's: GASP names where it went
+    with pytest.raises(Exception, match="method.edit_screen: no longer a key; write method.edit_screen of "
+                                        "method.name: gasp-edit"):
+        load_config(None, ["method.edit_screen=true"])
 
 
 def test_goalposts_without_a_program_to_edit_stop_the_run_before_it_starts():
-    cfg = load_config(None, [SIGHTED, "method.lemma_program=statement_deletion"])
+    cfg = load_config(EDIT)
     ctx = RunContext(cfg)
     ctx.goalposts = [Problem("lcb/1", "call", [], entry_point="f", metadata={"reference": "def f(x):\n    return x\n"}),
                      Problem("lcb/2", "call", [], entry_point="f")]
     with pytest.raises(ConfigError, match=r"none of the 2 goalposts \(e.g. lcb/1\)"):
-        GASP(cfg.method).setup(ctx)
+        GASPEdit(cfg.method).setup(ctx)
     ctx.goalposts.append(Problem("lcb/3", "call", [], entry_point="f", metadata={"reference": THREE_STEPS}))
-    GASP(cfg.method).setup(ctx)   # one goalpost can be edited: the run starts
+    GASPEdit(cfg.method).setup(ctx)   # one goalpost can be edited: the run starts
 
 
 @pytest.mark.slow
@@ -137,7 +146,7 @@ def test_one_iteration_on_the_committed_model(tmp_path):
     from selfplay_core.loop.driver import direct
     from selfplay_core.methods import method_for
 
-    cfg = load_config(None, [SIGHTED, "method.lemma_program=statement_deletion", "iterations=1",
+    cfg = load_config(EDIT, ["iterations=1",
                              "method.goalposts_per_iteration=4", "eval.max_problems=8", "eval.n=2", "eval.ks=[1, 2]",
                              "engine.max_new_tokens_teacher=160", "sandbox.workers=2"])
     method = method_for(cfg.method)
@@ -181,8 +190,7 @@ def test_the_screen_keeps_deletions_that_run_and_change_the_function(executor):
     from selfplay_core.methods.edited_lemmas import screened_edits
 
     assert statement_deletions(SCREEN_ME) == [CRASHES, STEP_DROPPED, SAME_FUNCTION]
-    ctx = RunContext(load_config(None, [SIGHTED, "method.lemma_program=statement_deletion", "method.edit_screen=true"]),
-                     executor=executor)
+    ctx = RunContext(load_config(EDIT, ["method.edit_screen=true"]), executor=executor)
     ctx.goalposts = [goalpost_problem()]
     assert screened_edits(ctx, [anchor(SCREEN_ME)]) == {"g1": [STEP_DROPPED]}
 
@@ -200,5 +208,3 @@ def test_the_screen_draws_deletions_not_yet_in_the_buffer_first():
         assert sorted(rnd.draw(ctx, anchor(), edits)) == sorted(edits[1:])   # g2's item is no repeat for g1
     rnd.per_anchor = 3
     assert sorted(rnd.draw(ctx, anchor(), edits)) == sorted(edits)
-    with pytest.raises(Exception, match="edit_screen"):
-        load_config(None, ["method.edit_screen=true"])

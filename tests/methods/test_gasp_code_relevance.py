@@ -1,12 +1,13 @@
-"""GASP x code relevance: the in-band reward scaled by the line similarity of a proposal's
-program to its parent's, the gate keeping drifted proposals and copies from the student, and the
-config refusing two judges at once. Expected values from the programs' lines counted by hand."""
+"""GASP's code judge: the in-band reward scaled by the line similarity of a proposal's program to
+its parent's, the gate keeping drifted proposals and copies from the student, the one judge slot
+and the old keys' errors. Expected values from the programs' lines counted by hand."""
 
 import pytest
 
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.methods.gasp import GASP, BandReward, CodeRelevanceRound
+from selfplay_core.methods.gasp import GASP, BandReward
+from selfplay_core.methods.judges import CodeJudge, JudgedRound
 from selfplay_core.problems import Problem
 from selfplay_core.records import Anchor, IterationLog, Proposal
 from selfplay_core.rewards import r_lemma
@@ -36,10 +37,10 @@ def prop(task, p, name, n=8):
 
 
 def test_the_band_reward_is_scaled_by_line_similarity_and_the_gate_keeps_drift_and_copies_out():
-    cfg = load_config(None, [SIGHTED, "method.code_relevance={power: 2, gate: 0.85}", "student.fill=none"])
+    cfg = load_config(None, [SIGHTED, "method.judge={name: code, power: 2, gate: 0.85}", "student.fill=none"])
     ctx = RunContext(cfg)
-    rnd = CodeRelevanceRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
-                             cfg.method.code_relevance)
+    rnd = JudgedRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
+                      CodeJudge(cfg.method.judge))
     props = [prop(TRUE_LEMMA, 0.5, "true"), prop(SWAPPED, 0.5, "swapped"),
              prop(GOAL, 0.5, "copy"), prop(TRUE_LEMMA, 0.125, "too-hard")]
     log = IterationLog()
@@ -55,28 +56,53 @@ def test_the_band_reward_is_scaled_by_line_similarity_and_the_gate_keeps_drift_a
 
 
 def test_without_the_multiplier_code_relevance_only_gates():
-    cfg = load_config(None, [SIGHTED, "method.code_relevance={reward: none, gate: 0.85}"])
-    rnd = CodeRelevanceRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
-                             cfg.method.code_relevance)
+    cfg = load_config(None, [SIGHTED, "method.judge={name: code, reward: none, gate: 0.85}"])
+    rnd = JudgedRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
+                      CodeJudge(cfg.method.judge))
     props = [prop(SWAPPED, 0.5, "swapped")]
     rnd.score(RunContext(cfg), props, IterationLog())
     assert props[0].reward == 1.0 and props[0].extra["gated"]
 
 
-def test_gasp_rounds_use_the_code_judge_and_one_judge_at_most():
-    cfg = load_config(None, [SIGHTED, "method.code_relevance={power: 4}"])
+def test_gasp_rounds_apply_the_one_judge_set():
+    cfg = load_config(None, [SIGHTED, "method.judge={name: code, power: 4}"])
     rounds = list(GASP(cfg.method).rounds(RunContext(cfg), []))
-    assert [type(r).__name__ for r in rounds] == ["CodeRelevanceRound"]
-    with pytest.raises(Exception, match="set one of them"):
-        load_config(None, [SIGHTED, "method.code_relevance={power: 4}", "method.guide={gate: 0.5}"])
-    with pytest.raises(Exception, match="power"):
-        load_config(None, [SIGHTED, "method.code_relevance={power: 0}"])
+    assert [type(r).__name__ for r in rounds] == ["JudgedRound"]
+    assert isinstance(rounds[0].judge, CodeJudge) and rounds[0].judge.config.power == 4
+    assert rounds[0].reward.key == "code_weight" and rounds[0].reward.multiply
+    # no judge: GASP's plain round
+    cfg = load_config(None)
+    assert [type(r).__name__ for r in GASP(cfg.method).rounds(RunContext(cfg), [])] == ["DescribedRound"]
+    # one slot: a judge's keys belong to the judge it names
+    with pytest.raises(Exception, match=r"method\.judge\.power: unknown key; the keys of method\.judge are "
+                                        r"prompt, temperature, max_new_tokens, vllm_url, name, score, reward, gate"):
+        load_config(None, [SIGHTED, "method.judge={name: code, power: 4}", "method.judge.name=guide"])
+    with pytest.raises(Exception, match=r"method\.judge\.power: Input should be greater than 0"):
+        load_config(None, [SIGHTED, "method.judge={name: code, power: 0}"])
+    with pytest.raises(Exception, match=r"method\.judge: unknown name 'lines'; one of guide, code, gradient"):
+        load_config(None, [SIGHTED, "method.judge={name: lines}"])
+
+
+@pytest.mark.parametrize("old, new", [
+    ("method.guide={gate: 0.5}", "method.judge: {name: guide, ...}"),
+    ("method.code_relevance={power: 4}", "method.judge: {name: code, ...}"),
+    ("method.gradient_relevance={gate: 0.0}", "method.judge: {name: gradient, ...}"),
+    ("method.lemma_program=statement_deletion", "method.name: gasp-edit"),
+])
+def test_an_old_judge_key_is_one_error_that_names_the_new_spelling(old, new):
+    from selfplay_core.config import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [SIGHTED, old])
+    key = old.split("=", 1)[0]
+    assert str(e.value) == f"config: {key}: no longer a key; write {new}" + \
+        (" (statement_deletion lemmas)" if "gasp-edit" in new else "") + " instead"
 
 
 def test_goalposts_without_a_reference_program_stop_the_run_before_it_starts():
     from selfplay_core.config import ConfigError
 
-    cfg = load_config(None, [SIGHTED, "method.code_relevance={power: 4}"])
+    cfg = load_config(None, [SIGHTED, "method.judge={name: code, power: 4}"])
     ctx = RunContext(cfg)
     ctx.goalposts = [Problem("lcb/1", "call", [], entry_point="f", metadata={"reference": GOAL.program()}),
                      Problem("lcb/2", "call", [], entry_point="f")]

@@ -1,4 +1,4 @@
-"""GASP x gradient relevance: the weights from one round's cosines (a table), and on the real toy
+"""GASP's gradient judge: the weights from one round's cosines (a table), and on the real toy
 model and learner the cosine of the student's gradient on a proposal with the gradient toward its
 goalpost's reference program, checked against a plain full backward written here; the reward
 scaled by it, the gate keeping misaligned proposals from the student, and the config errors."""
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from selfplay_core.config import ConfigError, load_config
-from selfplay_core.methods.gradient_relevance import alignment_weights, top_aligned
+from selfplay_core.methods.judges.gradient import alignment_weights, top_aligned
 
 # These judges read the goalposts' reference programs: the privileged ablation only.
 SIGHTED = "method.privileged_sighted_teacher=true"
@@ -37,13 +37,11 @@ def test_top_aligned(cosines, k, want):
     assert top_aligned(cosines, k) == want
 
 
-def test_one_judge_at_most_and_not_with_executor_edited_lemmas():
-    with pytest.raises(Exception, match="set one of them"):
-        load_config(None, [SIGHTED, "method.gradient_relevance={gate: 0.0}", "method.code_relevance={power: 4}"])
+def test_not_with_executor_edited_lemmas_and_its_gate_in_range():
     with pytest.raises(Exception, match="drop the judge"):
-        load_config(None, [SIGHTED, "method.gradient_relevance={}", "method.lemma_program=statement_deletion"])
-    with pytest.raises(Exception, match="gate"):
-        load_config(None, [SIGHTED, "method.gradient_relevance={gate: 2}"])
+        load_config("configs/gasp-edit-tiny-cpu.yaml", ["method.judge={name: gradient}"])
+    with pytest.raises(Exception, match=r"method\.judge\.gate: Input should be less than or equal to 1"):
+        load_config(None, [SIGHTED, "method.judge={name: gradient, gate: 2}"])
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +56,7 @@ def toy_run(tmp_path_factory, executor):
     gp, goalposts = depth3_goalposts_file(tmp, 2)
     cfg = load_config("configs/tiny-cpu.yaml", [
         f"model.path={ASSET_DIR}", f"out_dir={tmp / 'runs'}", f"world.goalposts={gp}",
-        "world.max_goalposts=null", SIGHTED, "method.gradient_relevance={gate: 0.0}", "student.fill=none",
+        "world.max_goalposts=null", SIGHTED, "method.judge={name: gradient, gate: 0.0}", "student.fill=none",
         "engine.max_new_tokens_student=64", "eval.verdict=false"])
     ctx = build_context(cfg, tmp / "run", executor=executor)
     method = method_for(cfg.method)
@@ -122,8 +120,8 @@ def _plain_cosine(ctx, p, goalpost, layers=1):
 
 
 def test_the_cosine_reward_and_gate_on_the_real_model(toy_run):
-    from selfplay_core.methods.gasp import BandReward, GradientRelevanceRound
-    from selfplay_core.methods.gradient_relevance import GradientRelevanceConfig
+    from selfplay_core.methods.gasp import BandReward
+    from selfplay_core.methods.judges import GradientJudge, GradientJudgeConfig, JudgedRound
     from selfplay_core.records import IterationLog
     from selfplay_core.rewards import r_lemma
     from selfplay_core.toyworld.splits import build_world
@@ -137,8 +135,8 @@ def test_the_cosine_reward_and_gate_on_the_real_model(toy_run):
     want = [_plain_cosine(ctx, props[0], g), _plain_cosine(ctx, props[1], g)]
     assert want[0] != pytest.approx(want[1], abs=1e-3), "two different tasks, two directions"
     gate = (want[0] + want[1]) / 2      # between the two: exactly one is kept from the student
-    rnd = GradientRelevanceRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
-                                 GradientRelevanceConfig(gate=gate))
+    rnd = JudgedRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
+                      GradientJudge(GradientJudgeConfig(gate=gate)))
     log = IterationLog()
     rnd.score(ctx, props, log)
     got = [p.extra["grad_cosine"] for p in props]
@@ -155,8 +153,8 @@ def test_the_cosine_reward_and_gate_on_the_real_model(toy_run):
     assert kept == {p.problem.id for p in props if not p.extra["gated"]}
     # No gate, the cap at one: only the more aligned of a and b reaches the student; c (no
     # gradient) is left alone; rewards are unchanged by the cap.
-    capped = GradientRelevanceRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
-                                    GradientRelevanceConfig(gate=None, student_top=1))
+    capped = JudgedRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
+                         GradientJudge(GradientJudgeConfig(gate=None, student_top=1)))
     log = IterationLog()
     capped.score(ctx, props, log)
     assert [p.extra["gated"] for p in props] == [want[0] < want[1], want[1] < want[0], False]
@@ -169,7 +167,7 @@ def test_goalposts_without_a_reference_program_stop_the_run_before_it_starts():
     from selfplay_core.problems import Problem
     from selfplay_core.run_context import RunContext
 
-    cfg = load_config(None, [SIGHTED, "method.gradient_relevance={}"])
+    cfg = load_config(None, [SIGHTED, "method.judge={name: gradient}"])
     ctx = RunContext(cfg)
     ctx.goalposts = [Problem("lcb/2", "call", [], entry_point="f")]
     with pytest.raises(ConfigError, match=r"1 of 1 goalposts have no reference program .*\(e.g. lcb/2\)"):

@@ -171,12 +171,12 @@ def test_the_blind_lemma_prompt_is_the_question_and_an_empty_solution_section(tm
 
 
 def test_a_judge_that_reads_the_reference_needs_the_privileged_flag():
-    for judge in ("method.code_relevance={power: 4}", "method.gradient_relevance={gate: 0.0}",
-                  "method.lemma_program=statement_deletion"):
+    for judge in ("method.judge={name: code, power: 4}", "method.judge={name: gradient, gate: 0.0}",
+                  "method=gasp-edit"):
         with pytest.raises(Exception, match=r"privileged_sighted_teacher=true") as e:
             load_config(None, [judge])
         assert "reference program" in str(e.value)
-        assert load_config(None, [SIGHTED, judge]).method.privileged_sighted_teacher
+        assert load_config(None, [judge, SIGHTED]).method.privileged_sighted_teacher
 
 
 def test_a_privileged_run_is_tagged_and_says_so_in_its_summary():

@@ -12,6 +12,7 @@ from selfplay_core.methods import Method, MethodConfig, Round, method_for, regis
 from selfplay_core.methods.azr import AZR, AZRConfig
 from selfplay_core.methods.gasp import GASP, GASPConfig, GASPPlusRLVR, GASPRLVRConfig
 from selfplay_core.methods.compassplay import CompassConfig, CompassPlay
+from selfplay_core.methods.edited_lemmas import GASPEdit, GASPEditConfig
 from selfplay_core.methods.rlvr import RLVR, RLVRConfig
 from selfplay_core.methods.rzero import RZero, RZeroConfig
 from selfplay_core.methods.spice import SPICE, SpiceConfig
@@ -29,12 +30,12 @@ def test_the_registry_lists_every_method():
                                              OracleFilterConfig)
 
     assert registered() == {"azr": AZR, "compassplay": CompassPlay, "gasp": GASP,
-                            "gasp+rlvr": GASPPlusRLVR, "rlvr": RLVR, "r-zero": RZero, "sgs": SGS,
+                            "gasp+rlvr": GASPPlusRLVR, "gasp-edit": GASPEdit, "rlvr": RLVR, "r-zero": RZero, "sgs": SGS,
                             "spice": SPICE, "star": STaR, "oracle-curriculum": OracleCurriculum,
                             "oracle-filter": OracleFilter}
     for name, cls in registered().items():
         assert cls.name == name and cls.Config.model_fields["name"].default == name
-    assert {GASPConfig, GASPRLVRConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig,
+    assert {GASPConfig, GASPRLVRConfig, GASPEditConfig, AZRConfig, RLVRConfig, CompassConfig, SpiceConfig,
             RZeroConfig, SGSConfig, STaRConfig, OracleCurriculumConfig,
             OracleFilterConfig} == {c.Config for c in registered().values()}
 
@@ -144,6 +145,25 @@ def test_shared_code_never_names_a_method(path):
     """No `if method == "azr"` (or a dict keyed by method names) outside the methods' own files."""
     names = set(registered()) | {"gasp+rlvr"}
     assert not (_string_constants(ROOT / path) & names), path
+
+
+@pytest.mark.parametrize("path", ["selfplay_core/stages.py", "selfplay_core/methods/base.py",
+                                  "selfplay_core/methods/rounds.py", "selfplay_core/methods/gasp.py",
+                                  "selfplay_core/methods/judges/base.py", "selfplay_core/methods/judges/__init__.py"])
+def test_the_code_that_applies_a_judge_never_names_one(path):
+    """GASP's judge is one slot applied in one place (judges.base.JudgedRound): no `if judge ==
+    "guide"` there, in GASP, its rounds or the shared stages (GASP's table of old keys holds old
+    key names, not judges')."""
+    from selfplay_core.methods.judges import JUDGE_CONFIGS
+
+    names = {c.model_fields["name"].default for c in JUDGE_CONFIGS}
+    tree = ast.parse((ROOT / path).read_text())
+    table = [n.value for n in ast.walk(tree) if isinstance(n, ast.AnnAssign)
+             and isinstance(n.target, ast.Name) and n.target.id == "moved_keys"]
+    in_table = {id(c) for t in table for c in ast.walk(t)}
+    constants = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                 and isinstance(n.value, str) and id(n) not in in_table}
+    assert not (constants & names), path
 
 
 def test_the_run_config_has_no_section_per_method():

@@ -1,4 +1,4 @@
-"""SGS's and GASP x Guide's scoring stages: the Guide's judgments become R_guide, R_synth and the
+"""SGS's and GASP's Guide judge's scoring stages: the Guide's judgments become R_guide, R_synth and the
 guided band reward as the formulas say (values worked out by hand), a judgment the parser
 rejects scores 0, the gate keeps low-scored proposals from the student, and the toy oracle
 grades the Guide (a diagnostic that changes no reward).
@@ -12,8 +12,9 @@ import pytest
 
 from selfplay_core.config import load_config
 from selfplay_core.engines.base import Completion
-from selfplay_core.methods.gasp import GASP, BandReward, GuidedRound
-from selfplay_core.methods.guide_judge import FrozenGuide, GASPGuideConfig, GuideConfig
+from selfplay_core.methods.gasp import GASP, BandReward
+from selfplay_core.methods.guide_judge import FrozenGuide, GuideConfig
+from selfplay_core.methods.judges import GuideJudge, GuideJudgeConfig, JudgedRound
 from selfplay_core.methods.sgs import ConjectureRound
 from selfplay_core.problems import Problem
 from selfplay_core.records import Anchor, IterationLog, Proposal
@@ -106,10 +107,11 @@ def test_gasp_x_guide_scales_the_band_reward_and_gates_the_student():
     # R_guide 8 -> weight 1; 2 -> 0.25; unparsed -> 0
     engine = ScriptedEngine(["relevance: 5\nredundancy: 0\ncomplexity: 0",
                              "relevance: 2\nredundancy: 1\ncomplexity: 2", "?", "?"])
-    cfg = load_config(None, ["method.guide={gate: 0.5}", "student.fill=none"])
+    cfg = load_config(None, ["method.judge={name: guide, gate: 0.5}", "student.fill=none"])
     ctx = RunContext(cfg)
     band = BandReward((0.3, 0.7), -0.5, r_lemma)
-    rnd = GuidedRound("lemma", [], "easier", 2, band, FrozenGuide(engine, cfg.method.guide), cfg.method.guide)
+    gcfg = cfg.method.judge
+    rnd = JudgedRound("lemma", [], "easier", 2, band, GuideJudge(gcfg, FrozenGuide(engine, gcfg)))
     props = [prop(0.5, "lemma"), prop(0.375, "lemma"), prop(0.125, "lemma"), prop(0.625, "lemma")]
     log = IterationLog()
     rnd.score(ctx, props, log)
@@ -127,9 +129,9 @@ def test_gasp_x_guide_on_relevance_alone_keeps_a_deep_relevant_lift():
     # 1/5, below the gate 0.4; an unreadable judgment: 0
     engine = ScriptedEngine(["relevance: 4\nredundancy: 0\ncomplexity: 3",
                              "relevance: 1\nredundancy: 0\ncomplexity: 0", "?"])
-    gcfg = GASPGuideConfig(score="relevance", gate=0.4)
-    rnd = GuidedRound("lift", [], "harder", 2, BandReward((0.1, 0.5), -0.5, r_lemma),
-                      FrozenGuide(engine, gcfg), gcfg)
+    gcfg = GuideJudgeConfig(score="relevance", gate=0.4)
+    rnd = JudgedRound("lift", [], "harder", 2, BandReward((0.1, 0.5), -0.5, r_lemma),
+                      GuideJudge(gcfg, FrozenGuide(engine, gcfg)))
     props = [prop(0.25, "lift"), prop(0.25, "lift"), prop(0.25, "lift")]
     rnd.score(RunContext(load_config(None)), props, IterationLog())
     band = 0.75 ** 5          # r_lemma's (4p(1-p))^5 at p = 1/4 (band only sets where it applies)
@@ -140,9 +142,9 @@ def test_gasp_x_guide_on_relevance_alone_keeps_a_deep_relevant_lift():
 
 def test_without_the_multiplier_the_guide_only_gates():
     engine = ScriptedEngine(["relevance: 0\nredundancy: 1\ncomplexity: 4"])
-    gcfg = GASPGuideConfig(reward="none", gate=0.1)
-    rnd = GuidedRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
-                      FrozenGuide(engine, gcfg), gcfg)
+    gcfg = GuideJudgeConfig(reward="none", gate=0.1)
+    rnd = JudgedRound("lemma", [], "easier", 2, BandReward((0.3, 0.7), -0.5, r_lemma),
+                      GuideJudge(gcfg, FrozenGuide(engine, gcfg)))
     props = [prop(0.5, "lemma")]
     rnd.score(RunContext(load_config(None)), props, IterationLog())
     assert props[0].reward == 1.0 and props[0].extra["gated"]
@@ -153,6 +155,9 @@ def test_a_vllm_run_needs_a_guide_server():
         load_config(ROOT / "configs/qwen2.5-coder-7b-sgs.yaml", ["method.guide.vllm_url=null"])
     with pytest.raises(Exception, match="method.guide.prompt"):
         load_config(None, ["method=sgs", "method.guide.prompt=/no/such/file"])
+    # GASP's Guide is its judge: the same checks, named by its key
+    with pytest.raises(Exception, match="method.judge.prompt"):
+        load_config(None, ["method.judge={name: guide, prompt: /no/such/file}"])
 
 
 def test_a_resumed_run_continues_its_curve_and_conditions_only_on_unsolved_targets():

@@ -1,4 +1,4 @@
-"""GASP x gradient relevance (`method.gradient_relevance`): is training the student on this
+"""The gradient judge (`method.judge: {name: gradient}`): is training the student on this
 proposal a step toward its goalpost? Read from the model itself, no world oracle, no judge model.
 
 For each accepted proposal the student has a gradient on (0 < p < 1: with all samples passing or
@@ -35,19 +35,21 @@ from typing import Literal
 
 from pydantic import Field
 
-from selfplay_core import stages as S
 from selfplay_core.config_errors import ConfigError
-from selfplay_core.frozen import FrozenConfig
-from selfplay_core.methods.band_rewards import GuidedBandReward
 from selfplay_core.methods.compassplay import (cosine, last_layer_params, nll_gradient, reference_body,
                                                reference_ids, task_gradient)
-from selfplay_core.methods.rounds import DescribedRound
+from selfplay_core.methods.judges.base import Judge, JudgeConfig
 from selfplay_core.records import IterationLog, Proposal
 
 
-class GradientRelevanceConfig(FrozenConfig):
-    """GASP x gradient relevance (module docstring)."""
+class GradientJudgeConfig(JudgeConfig):
+    """The cosine of the student's gradient on a proposal with the gradient toward its
+    goalpost's reference program (module docstring)."""
 
+    reads_reference = True
+
+    # The judge: the student's own gradients, no judge model.
+    name: Literal["gradient"] = "gradient"
     # Last transformer blocks whose gradients are compared.
     layers: int = Field(1, ge=1)
     # multiply: scale the in-band reward by the gradient alignment; none: gate only.
@@ -57,6 +59,9 @@ class GradientRelevanceConfig(FrozenConfig):
     gate: float | None = Field(0.0, ge=-1, le=1)
     # Keep only this many most-aligned proposals for the student (None: all that pass the gate).
     student_top: int | None = Field(None, ge=1)
+
+    def build(self) -> "GradientJudge":
+        return GradientJudge(self)
 
 
 def top_aligned(cosines: list[float | None], k: int | None) -> list[bool]:
@@ -74,27 +79,20 @@ def alignment_weights(cosines: list[float | None]) -> list[float]:
     return [max(0.0, c) / top if top > 0 and c is not None else 0.0 for c in cosines]
 
 
-def check_goalpost_programs(goalposts) -> None:
-    """g_goal needs each goalpost's reference program: stop before the run starts without one."""
-    missing = [g.id for g in goalposts if reference_body(g) is None]
-    if missing:
-        raise ConfigError(f"method.gradient_relevance: {len(missing)} of {len(goalposts)} goalposts "
-                          f"have no reference program headed by their signature (e.g. {missing[0]}); "
-                          "it takes the gradient toward each goalpost's solution: use goalposts with "
-                          "reference solutions or drop method.gradient_relevance")
+class GradientJudge(Judge):
+    weight_key = "grad_weight"
 
+    def setup(self, ctx) -> None:
+        # g_goal needs each goalpost's reference program: stop before the run starts without one
+        goalposts = ctx.goalposts
+        missing = [g.id for g in goalposts if reference_body(g) is None]
+        if missing:
+            raise ConfigError(f"method.judge (gradient): {len(missing)} of {len(goalposts)} goalposts "
+                              f"have no reference program headed by their signature (e.g. {missing[0]}); "
+                              "it takes the gradient toward each goalpost's solution: use goalposts with "
+                              "reference solutions or drop method.judge")
 
-class GradientRelevanceRound(DescribedRound):
-    """A lemma or lift round whose accepted proposals are judged by the cosine of the student's
-    gradient on them with the gradient toward their goalpost's solution, before the band reward."""
-
-    def __init__(self, kind, anchors, direction, per_anchor, band, config: GradientRelevanceConfig):
-        super().__init__(kind, anchors, direction, per_anchor,
-                         GuidedBandReward(band, multiply=config.reward == "multiply", key="grad_weight"))
-        self.config = config
-
-    def score(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
-        acc = [p for p in proposals if p.accepted]
+    def judge(self, ctx, kind: str, acc: list[Proposal], log: IterationLog) -> None:
         t0 = time.perf_counter()
         cos = self.cosines(ctx, acc)
         top = top_aligned(cos, self.config.student_top)
@@ -105,12 +103,11 @@ class GradientRelevanceRound(DescribedRound):
                                                   or not t)
         judged = [c for c in cos if c is not None]
         if judged:
-            log.add(**{f"teacher/{self.kind}/grad_cosine": sum(judged) / len(judged),
-                       f"teacher/{self.kind}/grad_judged": len(judged) / len(acc),
-                       f"teacher/{self.kind}/grad_time_s": time.perf_counter() - t0})
+            log.add(**{f"teacher/{kind}/grad_cosine": sum(judged) / len(judged),
+                       f"teacher/{kind}/grad_judged": len(judged) / len(acc),
+                       f"teacher/{kind}/grad_time_s": time.perf_counter() - t0})
             if self.config.gate is not None or self.config.student_top is not None:
-                log.add(**{f"teacher/{self.kind}/grad_gated": sum(p.extra["gated"] for p in acc) / len(acc)})
-        S.score(ctx, proposals, self.reward, log)
+                log.add(**{f"teacher/{kind}/grad_gated": sum(p.extra["gated"] for p in acc) / len(acc)})
 
     def cosines(self, ctx, acc: list[Proposal]) -> list[float | None]:
         """cos(g_task, g_goal) per accepted proposal; None where the student has no gradient on it
@@ -130,19 +127,18 @@ class GradientRelevanceRound(DescribedRound):
             out.append(cosine(task_gradient(ctx, p, params), g_goal[gid]))
         return out
 
-    def diagnose(self, ctx, proposals: list[Proposal], log: IterationLog) -> None:
+    def diagnose(self, ctx, kind: str, accepted: list[Proposal], log: IterationLog) -> None:
         """Toy world: does the cosine see what the oracle sees? Mean cosine of the judged true
         one-step variants of their parent, and of the rest (a diagnostic, never a reward)."""
-        super().diagnose(ctx, proposals, log)
         if ctx.oracle is None:
             return
         groups: dict[str, list[float]] = {"true_variant": [], "other": []}
-        for p in proposals:
-            c = p.extra.get("grad_cosine") if p.accepted else None
+        for p in accepted:
+            c = p.extra.get("grad_cosine")
             if c is None or p.faithful is None:
                 continue
             true = bool(p.faithful and ctx.oracle.variant(p.anchor.question, p.parsed.question, p.direction))
             groups["true_variant" if true else "other"].append(c)
         for name, cs in groups.items():
             if cs:
-                log.add(**{f"teacher/{self.kind}/grad_cosine_{name}": sum(cs) / len(cs)})
+                log.add(**{f"teacher/{kind}/grad_cosine_{name}": sum(cs) / len(cs)})
