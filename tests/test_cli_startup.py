@@ -77,6 +77,7 @@ def test_an_unknown_key_gets_the_nearest_known_one_and_where_the_keys_are(tmp_pa
 
 
 def test_help_names_every_registered_method(tmp_path):
+    import selfplay_core.worlds  # noqa: F401 (its plug-ins register the toy world's oracle arms, as a run's config does)
     from selfplay_core.methods import registered
 
     out = subprocess.run([sys.executable, "-m", "selfplay_cli.main", "--help"], cwd=tmp_path, capture_output=True,
