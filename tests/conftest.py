@@ -68,6 +68,22 @@ def micro_model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def long_context_micro(micro_model_dir, tmp_path_factory):
+    """The micro model with its context raised to 8192 tokens so LiveCodeBench statements fit
+    (Qwen2 has rotary positions: no learned position table changes, only the limit the engine
+    checks)."""
+    import json
+    import shutil
+
+    out = tmp_path_factory.mktemp("micro-long") / "model"
+    shutil.copytree(micro_model_dir, out)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg["max_position_embeddings"] = 8192
+    (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
+@pytest.fixture(scope="session")
 def executor():
     """A warm two-worker executor for tests outside tests/sandbox."""
     from selfplay_core.sandbox import Executor, SandboxConfig

@@ -10,20 +10,6 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(scope="module")
-def long_context_micro(micro_model_dir, tmp_path_factory):
-    """The micro model with its context raised to 8192 tokens so LCB statements fit (Qwen2 has
-    rotary positions: no learned position table changes, only the limit the engine checks)."""
-    import shutil
-
-    out = tmp_path_factory.mktemp("micro-long") / "model"
-    shutil.copytree(micro_model_dir, out)
-    cfg = json.loads((out / "config.json").read_text())
-    cfg["max_position_embeddings"] = 8192
-    (out / "config.json").write_text(json.dumps(cfg))
-    return out
-
-
 def lcb_config(model_dir, out_dir, *extra):
     from selfplay_core.config import load_config
 

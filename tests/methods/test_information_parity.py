@@ -192,20 +192,6 @@ def test_a_privileged_run_is_tagged_and_says_so_in_its_summary():
 
 # ---- the real-data world's prompt form -------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def long_context_micro(micro_model_dir, tmp_path_factory):
-    """The micro model with its context raised so LiveCodeBench statements fit (as
-    tests/integration/test_real_world_loop.py does)."""
-    import shutil
-
-    out = tmp_path_factory.mktemp("micro-long") / "model"
-    shutil.copytree(micro_model_dir, out)
-    cfg = json.loads((out / "config.json").read_text())
-    cfg["max_position_embeddings"] = 8192
-    (out / "config.json").write_text(json.dumps(cfg))
-    return out
-
-
 def lcb_goalposts(k: int) -> list[Problem]:
     """k real LiveCodeBench problems from before the window, as a world with solutions and
     hidden tests would hold them: a reference program in metadata and one private test after
